@@ -1,0 +1,1 @@
+"""Static validator for Accelerate configs and DeepSpeed JSON (standard library + PyYAML)."""

@@ -1,0 +1,1 @@
+"""Rule modules. Importing this package registers every rule in core.REGISTRY."""
