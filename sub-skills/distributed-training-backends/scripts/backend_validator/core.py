@@ -67,6 +67,11 @@ class ScalarInfo:
     tag: Optional[str]  # explicit tag as written (e.g. "!!python/object"), or None
 
 
+class InputError(Exception):
+    """Fatal input problem (unreadable, unparseable, too large, too deep, not a
+    mapping ...). The CLI prints ``path: message`` on one line and exits 2."""
+
+
 class Doc:
     """A parsed document: plain Python data plus source positions.
 
@@ -89,6 +94,13 @@ class Doc:
         self.positions = positions or {}
         self.scalars = scalars or {}
         self.source_path = source_path  # filesystem path when read from disk
+        # Non-fatal problems found while parsing (duplicate keys, YAML 1.1 traps,
+        # object-constructing tags ...): loaders append Finding objects here and
+        # the CLI reports them with the rule findings.
+        self.parse_findings: List["Finding"] = []
+        # JSON only: lenient (HJSON) features used -> [(kind, line, col)] with kind
+        # in {"comment", "trailing-comma", ...}; strict consumers reject them.
+        self.lenient_features: List[Tuple[str, int, int]] = []
 
     _MISSING = object()
 
