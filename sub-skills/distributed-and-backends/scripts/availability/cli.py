@@ -1,0 +1,255 @@
+"""Command line of check_backend_availability.py."""
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+from . import CHECKER_VERSION, SCHEMA_VERSION
+from .targets import BF16_MIN_CC, CAPABILITIES, FP8_MIN_CC, TARGETS, WORKFLOWS
+
+EXIT_OK, EXIT_REQUIRED, EXIT_USAGE, EXIT_PROBE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+DESCRIPTION = """\
+Answer "which PyTorch distributed / precision backends can this environment use?"
+without launching training.  It inspects the environment of the Python
+interpreter that runs it (its sys.path, not the current directory).
+
+Tiers:
+  default         imports nothing it reports on: versions from *.dist-info /
+                  *.egg-info on sys.path, build facts from plain files
+                  (torch/version.py, deepspeed/git_version_info_installed.py,
+                  deepspeed/runtime/config.py, accelerate/utils/constants.py),
+                  then a yes/no/unknown verdict with a reason per workflow.
+  --probe         imports each installed package in its own child process
+                  (own process group, --timeout) and classifies the outcome:
+                  ok, not_installed, import_error, error (exception type and
+                  first line), killed (signal), timed_out, exited.
+  --include-cuda  one child imports torch and reports CUDA devices, compute
+                  capability, native bf16 (cc >= 8.0), FP8 (cc >= 8.9), NCCL
+                  version and one tiny allocation; "no CUDA" is a clean answer.
+
+Verdicts: "yes" only when the software prerequisites hold AND the CUDA child saw
+a suitable GPU; "no" names a definite blocker; "unknown" otherwise (e.g. no GPU
+checked).  The checker never launches training, never initialises a process
+group, never installs or writes anything.
+"""
+
+
+def epilog():
+    names = ", ".join(TARGETS)
+    wf = "\n".join("  %-27s %s" % (k, v) for k, v in WORKFLOWS.items())
+    caps = "\n".join("  %-27s %s" % (k, v) for k, v in CAPABILITIES.items())
+    return """\
+--require vocabulary (repeat the flag or separate names with commas):
+  packages (met when installed with an importable module, no conflicting
+  distribution, the NVIDIA flavour for apex, and --probe ok if probed):
+  %s
+  workflows (met when the verdict is "yes"; "unknown" counts as unmet):
+%s
+  capabilities (imply --include-cuda):
+%s
+
+exit codes:
+  0  ran; every --require'd item met (or none given)
+  1  at least one --require'd item unmet (missing, broken, "no" or "unknown")
+  2  usage error (unknown flag or --require name, bad value)
+  3  a probe or the CUDA child crashed (signal, exit without a result) or timed out
+  4  internal error of the checker itself
+  Precedence when several apply: 2, 4, 1, 3.
+
+examples:
+  python check_backend_availability.py
+  python check_backend_availability.py --json
+  python check_backend_availability.py --require accelerate-fsdp2
+  python check_backend_availability.py --probe --timeout 60 --format json
+  python check_backend_availability.py --probe --only torch,deepspeed
+  python check_backend_availability.py --include-cuda --require bf16,nccl
+  /path/to/venv/bin/python check_backend_availability.py --require dalle-deepspeed
+""" % (names, wf, caps)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.stderr.write("check_backend_availability: error: %s (see --help)\n" % message)
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser():
+    p = _Parser(prog="check_backend_availability.py", description=DESCRIPTION, epilog=epilog(),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--probe", action="store_true",
+                   help="import each installed package in a child process and classify the outcome")
+    p.add_argument("--only", metavar="NAMES", action="append", default=[],
+                   help="with --probe: probe only these packages (comma-separated package names)")
+    p.add_argument("--include-cuda", action="store_true",
+                   help="query CUDA devices, capabilities, NCCL and one tiny allocation in a child process")
+    p.add_argument("--json", action="store_true", help="print one JSON document (same as --format json)")
+    p.add_argument("--format", choices=("text", "json"), default=None, help="output format (default: text)")
+    p.add_argument("--require", metavar="NAME", action="append", default=[],
+                   help="make the exit code answer: 1 unless NAME is met (see vocabulary below)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="per child process (default 30); the child's whole process group is killed after it")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="children run at once with --probe (default: CPU count, at most 4)")
+    p.add_argument("--version", action="version", version="%(prog)s " + CHECKER_VERSION)
+    return p
+
+
+def _split(values):
+    out = []
+    for v in values:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def _scan_path(script_dir):
+    path = []
+    for p in sys.path:
+        if os.path.abspath(p or ".") == script_dir:
+            continue
+        if p not in path:
+            path.append(p)
+    return path
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fmt = "json" if args.json else (args.format or "text")
+    requires = _split(args.require)
+    vocab = set(TARGETS) | set(WORKFLOWS) | set(CAPABILITIES)
+    bad = [r for r in requires if r not in vocab]
+    if bad:
+        parser.error("unknown --require name(s): %s" % ", ".join(bad))
+    only = _split(args.only)
+    bad = [o for o in only if o not in TARGETS]
+    if bad:
+        parser.error("unknown --only package(s): %s" % ", ".join(bad))
+    if only and not args.probe:
+        parser.error("--only needs --probe")
+    if not (args.timeout > 0):
+        parser.error("--timeout must be > 0")
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be >= 1")
+    include_cuda = args.include_cuda or any(r in CAPABILITIES for r in requires)
+
+    try:
+        report = run(args, include_cuda, requires, only)
+    except KeyboardInterrupt:
+        sys.stderr.write("check_backend_availability: interrupted\n")
+        return 130
+    except Exception as exc:  # the checker's own bug: one line, exit 4
+        sys.stderr.write("check_backend_availability: internal error: %s: %s\n" % (type(exc).__name__, exc))
+        return EXIT_INTERNAL
+    if fmt == "json":
+        import json
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=False, default=str) + "\n")
+    else:
+        from .render import render_text
+        sys.stdout.write(render_text(report))
+    sys.stdout.flush()
+    return report["exit_code"]
+
+
+def run(args, include_cuda, requires, only):
+    from . import scan
+    from .verdicts import Verdicts, cuda_summary, probe_summary
+
+    t0 = time.perf_counter()
+    script_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = _scan_path(script_dir)
+    env = scan.Environment(path)
+    packages = scan.package_report(env)
+    conflicts = scan.conflicts_report(env, packages)
+    torch_dist = env.dist("torch")
+    nccl = scan.nccl_report(env, torch_dist)
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "checker": {"version": CHECKER_VERSION,
+                    "tiers": ["static"] + (["probe"] if args.probe else []) + (["cuda"] if include_cuda else [])},
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "prefix": sys.prefix, "venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+                   "platform": sys.platform, "machine": platform.machine(), "path_scanned": path},
+        "host": scan.host_hints(),
+        "packages": packages,
+        "conflicts": conflicts,
+        "duplicate_installs": scan.duplicate_dists(env),
+        "nccl_wheels": nccl,
+        "torch_backend_plugins": scan.torch_plugins(env),
+    }
+    static_s = time.perf_counter() - t0
+
+    probes = None
+    cuda = None
+    jobs = []
+    if args.probe:
+        probes = {}
+        for name, (_dists, _mod, probe_mod) in TARGETS.items():
+            if only and name not in only:
+                continue
+            if packages[name]["state"] == "not_installed":
+                probes[name] = {"status": "not_installed", "module": probe_mod,
+                                "message": "no distribution and no module found (static scan; no child started)"}
+                continue
+            jobs.append((name, "import", {"module": probe_mod}, {"module": probe_mod}))
+    if include_cuda:
+        jobs.append(("__cuda__", "cuda", {"bf16_min": list(BF16_MIN_CC), "fp8_min": list(FP8_MIN_CC)},
+                     {"module": "torch (CUDA query)"}))
+    if jobs:
+        from .children import run_children
+        parallel = args.jobs or max(1, min(4, os.cpu_count() or 1))
+        results = run_children(jobs, args.timeout, parallel, path)
+        if include_cuda:
+            cuda = results.pop("__cuda__")
+        if probes is not None:
+            probes.update(results)
+    if probes is not None:
+        probes = {name: probes[name] for name in TARGETS if name in probes}
+    if probes is not None:
+        report["probes"] = probes
+    if include_cuda:
+        report["cuda"] = cuda
+
+    v = Verdicts(packages, probes=probes, cuda=cuda, conflicts=conflicts, nccl=nccl)
+    verdicts = v.all()
+    report["verdicts"] = verdicts
+
+    # requirements
+    req_out = []
+    for r in requires:
+        if r in WORKFLOWS:
+            met = verdicts[r]["verdict"] == "yes"
+            why = "%s: %s" % (verdicts[r]["verdict"], verdicts[r]["reason"])
+        elif r in CAPABILITIES:
+            met, why = v.capability(r)
+        else:
+            blocked = v.need(r)
+            met = blocked is None
+            why = blocked[1] if blocked else "%s %s installed" % (packages[r]["dist"] or r, packages[r]["version"] or "")
+            if met and packages[r]["state"] == "module_only":
+                why = "module %s found without distribution metadata (version unknown)" % packages[r]["import_name"]
+            if met and r == "apex" and packages[r]["facts"].get("flavour") != "nvidia":
+                met, why = False, "installed 'apex' is not NVIDIA apex (%s)" % "; ".join(packages[r]["facts"].get("evidence") or [])
+        req_out.append({"name": r, "met": bool(met), "detail": why.strip()})
+    report["requirements"] = req_out
+
+    crashed = []
+    for name, p in (probes or {}).items():
+        if p.get("status") in ("killed", "timed_out", "exited"):
+            crashed.append("%s: %s" % (name, probe_summary(p)))
+    if cuda is not None and cuda.get("status") in ("killed", "timed_out", "exited"):
+        crashed.append("cuda child: %s" % cuda_summary(cuda))
+    report["crashed"] = crashed
+
+    if any(not r["met"] for r in req_out):
+        code = EXIT_REQUIRED
+    elif crashed:
+        code = EXIT_PROBE
+    else:
+        code = EXIT_OK
+    report["exit_code"] = code
+    report["checker"]["static_seconds"] = round(static_s, 4)
+    report["checker"]["total_seconds"] = round(time.perf_counter() - t0, 4)
+    return report
