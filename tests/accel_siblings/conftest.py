@@ -1,0 +1,150 @@
+"""Fixtures for the Accelerate sibling sub-skills: real 2-process CPU launches.
+
+Every launch runs `accelerate launch` from the test interpreter's environment
+with a private HOME/HF_HOME/TMPDIR under pytest's tmp dir, offline switches
+set, bytecode writing disabled and a free --main_process_port, so nothing is
+written outside tmp and nothing touches the network. All launches of the
+session run once (session-scoped fixtures) and the tests assert on the JSON
+the example scripts write.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+LAUNCH_TIMEOUT_S = 180
+TIMINGS: dict[str, float] = {}
+
+# The one launch recipe the docs recommend for a 2-rank CPU data-parallel job.
+MULTI_CPU = ["--multi_gpu", "--num_processes", "2"]
+QUIET_DEFAULTS = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+
+
+def accelerate_exe() -> str:
+    exe = Path(sys.executable).parent / "accelerate"
+    if not exe.exists():
+        found = shutil.which("accelerate")
+        if not found:
+            pytest.fail("the `accelerate` console script is not installed next to the test interpreter")
+        return found
+    return str(exe)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sandbox_env(home: Path, use_cpu: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_"))}
+    for sub in ("home", "hf", "tmp", "cache"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    env.update(
+        HOME=str(home / "home"),
+        HF_HOME=str(home / "hf"),  # no default_config.yaml here: only CLI flags count
+        XDG_CACHE_HOME=str(home / "cache"),
+        TMPDIR=str(home / "tmp"),
+        TORCH_HOME=str(home / "cache" / "torch"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        WANDB_MODE="disabled",
+        PYTHONDONTWRITEBYTECODE="1",  # no __pycache__ next to the example files
+        OMP_NUM_THREADS="1",
+    )
+    if use_cpu:
+        env["ACCELERATE_USE_CPU"] = "1"
+    return env
+
+
+def launch(name: str, tmp: Path, launch_args: list[str], script: Path, script_args: list[str],
+           use_cpu: bool = True, port: bool = True) -> subprocess.CompletedProcess:
+    cmd = [accelerate_exe(), "launch", *launch_args, *QUIET_DEFAULTS]
+    if port:
+        cmd += ["--main_process_port", str(free_port())]
+    cmd += [str(script), *script_args]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=tmp, env=sandbox_env(tmp / f"sandbox-{name}", use_cpu),
+                          capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+    TIMINGS[name] = round(time.monotonic() - start, 2)
+    return proc
+
+
+def read_json(path: Path) -> dict:
+    if not path.exists():
+        pytest.fail(f"the launch did not write {path}")
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="session")
+def examples(repo_root) -> dict[str, Path]:
+    return {
+        "whoami": repo_root / "sub-skills/configuration-and-cli/examples/whoami.py",
+        "loop": repo_root / "sub-skills/training-loop-integration/examples/loop_checks.py",
+        "resume": repo_root / "sub-skills/checkpointing-and-tracking/examples/resume_checks.py",
+    }
+
+
+@pytest.fixture(scope="session")
+def topology_runs(tmp_path_factory, examples) -> dict[str, list[dict]]:
+    """whoami.py under four launch recipes; value = one report per started process."""
+    recipes = {
+        "use_cpu_env+multi_gpu": (MULTI_CPU, True, True, []),
+        "cpu_flag": (["--cpu", "--num_processes", "2"], False, False, []),
+        "multi_gpu_without_env": (MULTI_CPU, False, True, []),
+        "use_cpu_env+partial_state_first": (MULTI_CPU, True, True, ["--first", "partial_state"]),
+    }
+    out: dict[str, list[dict]] = {}
+    for name, (args, use_cpu, port, extra) in recipes.items():
+        tmp = tmp_path_factory.mktemp(f"whoami-{name.replace('+', '-')}")
+        proc = launch(f"whoami:{name}", tmp, args, examples["whoami"], ["--out", str(tmp), *extra],
+                      use_cpu=use_cpu, port=port)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[name] = [json.loads(p.read_text()) for p in sorted(tmp.glob("proc-*.json"))]
+    return out
+
+
+@pytest.fixture(scope="session")
+def loop_run(tmp_path_factory, examples) -> dict:
+    tmp = tmp_path_factory.mktemp("loop")
+    proc = launch("loop_checks", tmp, MULTI_CPU, examples["loop"], ["--out", str(tmp)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"stdout": proc.stdout, "ranks": [read_json(tmp / f"rank{r}.json") for r in (0, 1)]}
+
+
+def _resume_pair(tmp_path_factory, examples, variant: str) -> dict:
+    tmp = tmp_path_factory.mktemp(f"resume-{variant}")
+    result: dict = {"dir": tmp}
+    for phase in ("save", "resume"):
+        proc = launch(f"resume:{variant}:{phase}", tmp, MULTI_CPU, examples["resume"],
+                      ["--phase", phase, "--out", str(tmp), "--loader-generator", variant])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        result[phase] = [read_json(tmp / f"{phase}_rank{r}.json") for r in (0, 1)]
+    return result
+
+
+@pytest.fixture(scope="session")
+def resume_run(tmp_path_factory, examples) -> dict:
+    return _resume_pair(tmp_path_factory, examples, "own")
+
+
+@pytest.fixture(scope="session")
+def resume_run_global_rng(tmp_path_factory, examples) -> dict:
+    return _resume_pair(tmp_path_factory, examples, "global")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TIMINGS:
+        terminalreporter.write_line(
+            "accel_siblings launch seconds: " + ", ".join(f"{k}={v}" for k, v in TIMINGS.items())
+            + f"; total={round(sum(TIMINGS.values()), 1)}"
+        )
