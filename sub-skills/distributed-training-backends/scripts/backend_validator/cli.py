@@ -1,0 +1,415 @@
+"""Command line of validate_backend_config.py (standard library + PyYAML only).
+
+Flow per input: read bytes (bounded) -> parse (YAML event loader, or the JSON/
+HJSON loader) -> decide the format (accelerate or deepspeed) -> run the rule
+families -> print findings. Nothing here imports accelerate, torch or deepspeed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
+
+from . import core
+from .core import Context, Doc, Finding, InputError, Options, run_rules
+from . import loader_yaml
+
+VERIFIED_AGAINST = "accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, PyYAML 6.0"
+
+EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
+
+# Keys that only an Accelerate config has at top level, and keys typical of DeepSpeed JSON
+# (fallback when backend_validator.deepspeed is not importable).
+_ACC_MARKERS = {"compute_environment", "distributed_type", "mixed_precision", "num_processes",
+                "num_machines", "machine_rank", "deepspeed_config", "fsdp_config", "use_cpu",
+                "main_training_function", "gpu_ids", "main_process_ip", "main_process_port",
+                "megatron_lm_config", "parallelism_config", "dynamo_config", "fp8_config"}
+_DS_MARKERS = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "optimizer",
+               "scheduler", "fp16", "bf16", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
+               "zero_allow_untested_optimizer", "amp", "activation_checkpointing", "flops_profiler"}
+
+EPILOG = f"""\
+examples:
+  validate_backend_config.py accelerate_config.yaml
+  validate_backend_config.py configs/*.yaml ds_zero3.json        # several files, format auto-detected
+  validate_backend_config.py --format deepspeed ds.json --consumer transformers
+  validate_backend_config.py --check-imports config.yaml          # hints for missing optional packages
+  validate_backend_config.py --output json --strict config.yaml   # machine-readable, warnings fail
+  cat config.yaml | validate_backend_config.py -                  # read standard input
+  validate_backend_config.py --list-rules
+
+output (text): PATH:LINE:COL: SEVERITY RULE-ID: MESSAGE, then an indented "hint:" line.
+  --output json prints one document: {{"files": [...], "findings": [{{file, rule, severity,
+  path, line, column, message, hint}}], "input_errors": [...], "summary": {{...}}}}.
+
+exit codes:
+  0  no errors (warnings allowed unless --strict)
+  1  at least one error finding (or, with --strict, a warning)
+  2  usage error, or an input that cannot be read or parsed (one line on stderr per input)
+
+input limits (an input over a limit is refused with exit 2, never a traceback):
+  size {loader_yaml.MAX_BYTES // (1024 * 1024)} MiB per file; nesting depth {loader_yaml.MAX_DEPTH};
+  {loader_yaml.MAX_NODES} YAML nodes after alias expansion (alias bombs); UTF-8 text only;
+  YAML tags are never constructed (a tag safe_load would refuse is an error finding).
+
+The checks mirror {VERIFIED_AGAINST}; see references/validator-rules.md.
+Relative deepspeed_config_file paths are resolved against the current working directory,
+as accelerate does at launch (use --cwd to emulate another launch directory).
+"""
+
+
+def _rules_loaded() -> None:
+    from . import rules  # noqa: F401  (importing registers every rule module)
+
+
+def _load_json(text: str, name: str, source_path: Optional[str]) -> Doc:
+    try:
+        from . import loader_json
+    except ImportError:  # pragma: no cover - SHIM until loader_json exists
+        return _shim_json(text, name, source_path)
+    return loader_json.load_text(text, name, source_path=source_path)
+
+
+def _shim_json(text: str, name: str, source_path: Optional[str]) -> Doc:  # pragma: no cover
+    """SHIM: strict json.loads without positions, used only if loader_json is missing."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"invalid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError("top level is not an object")
+    return Doc(data, kind="json", name=name, text=text, source_path=source_path)
+
+
+def looks_like_deepspeed(data: Any) -> bool:
+    try:
+        from .deepspeed import looks_like_deepspeed as f
+        return bool(f(data))
+    except ImportError:  # pragma: no cover
+        keys = set(map(str, data)) if isinstance(data, dict) else set()
+        if keys & {"compute_environment", "distributed_type"}:
+            return False
+        return len(keys & _DS_MARKERS) > len(keys & _ACC_MARKERS)
+
+
+def parse_input(text: str, name: str, source_path: Optional[str], fmt: str) -> Doc:
+    """Parse text as JSON or YAML. JSON when the name ends in .json (accelerate then uses
+    json.load too), when --format deepspeed is given, or for stdin that starts with '{'
+    and parses as JSON."""
+    lower = name.lower()
+    if lower.endswith(".json") or fmt == "deepspeed":
+        return _load_json(text, name, source_path)
+    if not lower.endswith((".yaml", ".yml")) and text.lstrip("\ufeff \t\r\n").startswith("{"):
+        try:
+            return _load_json(text, name, source_path)
+        except InputError:
+            pass
+    return loader_yaml.load_text(text, name, source_path=source_path)
+
+
+def read_input(arg: str, stdin: Optional[TextIO]) -> Tuple[str, str, Optional[str]]:
+    """Return (text, display name, filesystem path or None)."""
+    if arg == "-":
+        stream = stdin if stdin is not None else sys.stdin
+        buf = getattr(stream, "buffer", None)
+        if buf is not None:
+            raw = buf.read(loader_yaml.MAX_BYTES + 1)
+        else:
+            s = stream.read(loader_yaml.MAX_BYTES + 1)
+            raw = s.encode("utf-8", "surrogateescape") if isinstance(s, str) else s
+        return loader_yaml.decode_bytes(raw, "<stdin>"), "<stdin>", None
+    try:
+        if os.path.isdir(arg):
+            raise InputError("is a directory, not a config file")
+        size = os.path.getsize(arg)
+        if size > loader_yaml.MAX_BYTES:
+            raise InputError(f"file is {size / (1024 * 1024):.1f} MiB, over the "
+                             f"{loader_yaml.MAX_BYTES // (1024 * 1024)} MiB input limit")
+        with open(arg, "rb") as f:
+            raw = f.read(loader_yaml.MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError("no such file (accelerate: 'The passed configuration file does not exist')") from None
+    except PermissionError:
+        raise InputError("permission denied") from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}") from None
+    return loader_yaml.decode_bytes(raw, arg), arg, os.path.abspath(arg)
+
+
+class FileResult:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.format: Optional[str] = None
+        self.consumer: Optional[str] = None
+        self.consumer_reason: str = ""
+        self.related: List[Dict[str, Any]] = []
+        self.findings: List[Finding] = []
+        self.input_error: Optional[str] = None
+
+    def as_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"file": self.name, "format": self.format}
+        if self.format == "deepspeed":
+            d["consumer"] = self.consumer
+            d["consumer_reason"] = self.consumer_reason
+        if self.related:
+            d["related"] = self.related
+        if self.input_error:
+            d["input_error"] = self.input_error
+        return d
+
+
+def _resolve_consumer(doc: Doc, forced: Optional[str], via_accelerate: bool) -> Tuple[str, str]:
+    try:
+        from .deepspeed import resolve_consumer
+    except ImportError:  # pragma: no cover
+        if forced:
+            return forced, "given with --consumer"
+        return ("accelerate", "named by an Accelerate config") if via_accelerate else \
+            ("deepspeed", "standalone file (default)")
+    return resolve_consumer(doc, forced, via_accelerate)
+
+
+def _run_family(ctx: Context, family: str) -> None:
+    try:
+        run_rules(ctx, family)
+    except RecursionError:
+        ctx.findings.append(Finding(rule="input-too-complex", severity="error",
+                                    message="structure too deeply nested to check", file=ctx.doc.name))
+
+
+def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
+    """Run every applicable rule family on a parsed document."""
+    _rules_loaded()
+    res = FileResult(doc.name)
+    kind = fmt if fmt in ("accelerate", "deepspeed") else (
+        "deepspeed" if looks_like_deepspeed(doc.data) else "accelerate")
+    res.format = kind
+    res.findings.extend(doc.parse_findings)
+    if kind == "deepspeed":
+        ctx = Context(doc=doc, options=options)
+        ctx.consumer, ctx.consumer_reason = _resolve_consumer(doc, options.consumer, False)
+        res.consumer, res.consumer_reason = ctx.consumer, ctx.consumer_reason
+        if doc.kind == "yaml":
+            _run_family(ctx, "input")
+        _run_family(ctx, "deepspeed")
+        res.findings.extend(ctx.findings)
+        return res
+
+    ctx = Context(doc=doc, options=options)
+    _run_family(ctx, "input")
+    _run_family(ctx, "accelerate")
+    res.findings.extend(ctx.findings)
+
+    ds_block = doc.get(("deepspeed_config",))
+    ds_file = ds_block.get("deepspeed_config_file") if isinstance(ds_block, dict) else None
+    if isinstance(ds_file, str) and ds_file.strip() and ds_file != "none":
+        related = _load_related(doc, ds_file, options, res)
+        xctx = Context(doc=doc, options=options)
+        if related is not None:
+            dctx = Context(doc=related, options=options)
+            dctx.consumer, dctx.consumer_reason = _resolve_consumer(related, options.consumer, True)
+            _run_family(dctx, "deepspeed")
+            res.findings.extend(related.parse_findings)
+            res.findings.extend(dctx.findings)
+            res.related.append({"file": related.name, "format": "deepspeed", "consumer": dctx.consumer,
+                                "consumer_reason": dctx.consumer_reason})
+            xctx.related["deepspeed"] = related
+            xctx.consumer, xctx.consumer_reason = dctx.consumer, dctx.consumer_reason
+        _run_family(xctx, "cross")
+        res.findings.extend(xctx.findings)
+    return res
+
+
+def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> Optional[Doc]:
+    """Load the DeepSpeed JSON an Accelerate config names. Accelerate (HfDeepSpeedConfig)
+    accepts a path, inline JSON text, or base64-encoded JSON; paths are opened relative to
+    the launch working directory."""
+    pos = doc.pos(("deepspeed_config", "deepspeed_config_file"))
+    stripped = ds_file.strip()
+    if stripped.startswith("{"):
+        name = f"{doc.name}#deepspeed_config_file"
+        text, src = stripped, None
+    else:
+        path = ds_file if os.path.isabs(ds_file) else os.path.join(options.cwd, ds_file)
+        if not os.path.isfile(path):
+            return None
+        try:
+            size = os.path.getsize(path)
+            if size > loader_yaml.MAX_BYTES:
+                raise InputError(f"file is over the {loader_yaml.MAX_BYTES // (1024 * 1024)} MiB input limit")
+            with open(path, "rb") as f:
+                text = loader_yaml.decode_bytes(f.read(loader_yaml.MAX_BYTES + 1), path)
+        except InputError as e:
+            _related_error(res, doc, ds_file, str(e), pos)
+            return None
+        except OSError as e:
+            _related_error(res, doc, ds_file, f"cannot read: {e.strerror or e}", pos)
+            return None
+        name = ds_file if not os.path.isabs(ds_file) else path
+        src = os.path.abspath(path)
+    try:
+        return _load_json(text, name, src)
+    except InputError as e:
+        _related_error(res, doc, ds_file, str(e), pos)
+        return None
+
+
+def _related_error(res: FileResult, doc: Doc, ds_file: str, message: str, pos) -> None:
+    res.findings.append(Finding(
+        rule="input-related-file-unreadable", severity="error",
+        message=f"deepspeed_config_file {ds_file!r} cannot be used: {message}",
+        hint="fix the DeepSpeed JSON (accelerate reads it with json.load)",
+        path=("deepspeed_config", "deepspeed_config_file"), line=pos[0], col=pos[1], file=doc.name))
+
+
+def validate_text(text: str, name: str = "<stdin>", fmt: str = "auto",
+                  options: Optional[Options] = None, source_path: Optional[str] = None) -> FileResult:
+    """Library entry: validate one config given as text. Raises InputError for fatal input."""
+    options = options or Options(cwd=os.getcwd())
+    try:
+        doc = parse_input(text, name, source_path, fmt)
+    except RecursionError:
+        raise InputError("nesting too deep to parse") from None
+    return validate_doc(doc, fmt, options)
+
+
+def _fmt_text(f: Finding) -> str:
+    loc = f"{f.file}:{f.line}:{f.col}" if f.line is not None else f"{f.file}"
+    kp = f" [{f.key_path()}]" if f.path else ""
+    out = f"{loc}: {f.severity} {f.rule}: {f.message}{kp}"
+    if f.hint:
+        out += f"\n    hint: {f.hint}"
+    return out
+
+
+def list_rules(output: str, out: TextIO) -> None:
+    _rules_loaded()
+    rows = [{"id": r.id, "severity": r.severity, "family": r.family, "summary": r.summary,
+             "source": r.source, "consumers": list(r.consumers)} for r in core.REGISTRY.values()]
+    rows.sort(key=lambda r: (r["family"], r["id"]))
+    if output == "json":
+        json.dump({"rules": rows}, out, indent=2)
+        out.write("\n")
+        return
+    for r in rows:
+        out.write(f"{r['id']:<44} {r['severity']:<8} {r['family']:<11} {r['summary']}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="validate_backend_config.py",
+        description="Statically check Accelerate launch configs (YAML or JSON) and DeepSpeed JSON "
+                    "for what accelerate/deepspeed would reject or silently ignore. Never imports "
+                    "accelerate, torch or deepspeed; never launches anything.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("configs", nargs="*", metavar="CONFIG", help="config file(s); '-' reads standard input")
+    p.add_argument("--format", choices=("auto", "accelerate", "deepspeed"), default="auto",
+                   help="kind of config (default: auto-detect by content)")
+    p.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+    p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
+    p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    p.add_argument("--check-imports", action="store_true",
+                   help="also report optional packages the config needs but that are not importable here "
+                        "(uses importlib.util.find_spec; nothing is imported)")
+    p.add_argument("--consumer", choices=core.CONSUMERS, default=None,
+                   help="who reads a standalone DeepSpeed JSON (default: inferred; shown in the output)")
+    p.add_argument("--world-size", type=int, default=None, metavar="N",
+                   help="number of processes the DeepSpeed JSON will run with (batch-size arithmetic)")
+    p.add_argument("--cwd", default=None, metavar="DIR",
+                   help="launch directory for resolving relative deepspeed_config_file (default: current)")
+    return p
+
+
+class _ArgParseExit(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
+         stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        old_out, old_err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        try:
+            args = parser.parse_args(list(argv) if argv is not None else None)
+        finally:
+            sys.stdout, sys.stderr = old_out, old_err
+    except SystemExit as e:  # argparse: --help (0) or usage error (2)
+        return int(e.code or 0) if isinstance(e.code, int) else EXIT_INPUT
+
+    if args.list_rules:
+        list_rules(args.output, out)
+        return EXIT_OK
+    if not args.configs:
+        err.write("validate_backend_config.py: error: no CONFIG given (use '-' for standard input)\n")
+        return EXIT_INPUT
+    if args.world_size is not None and args.world_size < 1:
+        err.write("validate_backend_config.py: error: --world-size must be >= 1\n")
+        return EXIT_INPUT
+    if args.configs.count("-") > 1:
+        err.write("validate_backend_config.py: error: '-' (standard input) given more than once\n")
+        return EXIT_INPUT
+    cwd = args.cwd if args.cwd else os.getcwd()
+    if not os.path.isdir(cwd):
+        err.write(f"validate_backend_config.py: error: --cwd {cwd!r} is not a directory\n")
+        return EXIT_INPUT
+    options = Options(consumer=args.consumer, world_size=args.world_size, cwd=cwd,
+                      check_imports=args.check_imports)
+
+    results: List[FileResult] = []
+    for arg in args.configs:
+        name = "<stdin>" if arg == "-" else arg
+        try:
+            text, name, src = read_input(arg, stdin)
+            res = validate_text(text, name, args.format, options, source_path=src)
+        except InputError as e:
+            res = FileResult(name)
+            res.input_error = str(e)
+        except RecursionError:
+            res = FileResult(name)
+            res.input_error = "nesting too deep to check"
+        except Exception as e:  # never a traceback for bad input
+            res = FileResult(name)
+            res.input_error = f"internal error while checking ({type(e).__name__}: {str(e)[:200]}); please report"
+        results.append(res)
+
+    findings = [f for r in results for f in r.findings]
+    findings.sort(key=lambda f: (f.file, f.line or 0, f.col or 0, f.rule))
+    n_err = sum(f.severity == "error" for f in findings)
+    n_warn = sum(f.severity == "warning" for f in findings)
+    n_info = sum(f.severity == "info" for f in findings)
+    input_errors = [{"file": r.name, "message": r.input_error} for r in results if r.input_error]
+
+    if args.output == "json":
+        doc = {
+            "tool": "validate_backend_config.py",
+            "verified_against": VERIFIED_AGAINST,
+            "files": [r.as_dict() for r in results],
+            "findings": [f.as_dict() for f in findings],
+            "input_errors": input_errors,
+            "summary": {"errors": n_err, "warnings": n_warn, "info": n_info,
+                        "input_errors": len(input_errors), "files": len(results)},
+        }
+        json.dump(doc, out, indent=2, default=str)
+        out.write("\n")
+    else:
+        for f in findings:
+            out.write(_fmt_text(f) + "\n")
+    for ie in input_errors:
+        err.write(f"{ie['file']}: error: {ie['message']}\n")
+    if args.output == "text":
+        for r in results:
+            if r.format == "deepspeed" and r.consumer:
+                err.write(f"{r.name}: DeepSpeed config, consumer {r.consumer} ({r.consumer_reason})\n")
+        err.write(f"{n_err} error(s), {n_warn} warning(s), {n_info} info in {len(results)} file(s)\n")
+
+    if input_errors:
+        return EXIT_INPUT
+    if n_err or (args.strict and n_warn):
+        return EXIT_FINDINGS
+    return EXIT_OK

@@ -1,0 +1,984 @@
+"""Accelerate config rules: loading, launch validation, environment preparation, top-level keys,
+dynamo, megatron and mpirun blocks (accelerate 1.15.0)."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+from ..core import rule
+from . import accelerate_schema as S
+from ._acc import eff, fmt, report_unknown
+
+CFG = "accelerate/commands/config/config_args.py"
+LAUNCH = "accelerate/commands/launch.py::_validate_launch_command"
+ULAUNCH = "accelerate/utils/launch.py"
+
+
+@rule(id="acc-missing-distributed-type", severity="error", family="accelerate",
+      summary="the config has no distributed_type", source=f"{CFG}::BaseConfig.process_config")
+def missing_distributed_type(ctx):
+    """accelerate refuses to load a config without ``distributed_type``.
+
+    Fails:
+    ```yaml
+    compute_environment: LOCAL_MACHINE
+    mixed_precision: bf16
+    num_processes: 1
+    ```
+    Passes:
+    ```yaml
+    compute_environment: LOCAL_MACHINE
+    distributed_type: 'NO'
+    mixed_precision: bf16
+    num_processes: 1
+    ```
+    """
+    if "distributed_type" not in ctx.doc.data:
+        ctx.report((), "no distributed_type: accelerate refuses to load the config",
+                   "add distributed_type (NO, MULTI_GPU, DEEPSPEED, FSDP, ...)")
+    return ()
+
+
+@rule(id="acc-invalid-compute-environment", severity="error", family="accelerate",
+      summary="compute_environment is not LOCAL_MACHINE or AMAZON_SAGEMAKER",
+      source=f"{CFG}::BaseConfig.__post_init__")
+def invalid_compute_environment(ctx):
+    """Only the exact, case-sensitive ``ComputeEnvironment`` names load; any other value also
+    selects the SageMaker config class.
+
+    Fails:
+    ```yaml
+    compute_environment: local
+    distributed_type: 'NO'
+    num_processes: 1
+    ```
+    Passes:
+    ```yaml
+    compute_environment: LOCAL_MACHINE
+    distributed_type: 'NO'
+    num_processes: 1
+    ```
+    """
+    v = ctx.doc.data.get("compute_environment", "LOCAL_MACHINE")
+    if v not in S.COMPUTE_ENVIRONMENTS:
+        ctx.report(("compute_environment",), f"compute_environment {fmt(v)} is not a ComputeEnvironment; "
+                   "accelerate refuses to load it", "use LOCAL_MACHINE or AMAZON_SAGEMAKER (exact case)")
+    return ()
+
+
+@rule(id="acc-invalid-distributed-type", severity="error", family="accelerate",
+      summary="distributed_type is not a DistributedType name (exact case)",
+      source=f"{CFG}::BaseConfig.__post_init__")
+def invalid_distributed_type(ctx):
+    """``distributed_type`` strings are converted with the enum constructor: exact, upper-case
+    names only (SageMaker configs: NO, DATA_PARALLEL, MODEL_PARALLEL).
+
+    Fails:
+    ```yaml
+    distributed_type: multi_gpu
+    num_processes: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    v = e.dt
+    if not isinstance(v, str) or e.ce not in S.COMPUTE_ENVIRONMENTS:
+        return ()
+    allowed = S.SAGEMAKER_DISTRIBUTED_TYPES if e.sagemaker else S.DISTRIBUTED_TYPES
+    if v not in allowed:
+        up = v.upper().replace("-", "_")
+        hint = f"did you mean '{up}'?" if up in allowed else f"use one of: {', '.join(allowed)}"
+        ctx.report(("distributed_type",), f"distributed_type {fmt(v)} is not a valid "
+                   f"{'SageMakerDistributedType' if e.sagemaker else 'DistributedType'}; accelerate refuses "
+                   "to load the config", hint)
+    return ()
+
+
+@rule(id="acc-distributed-type-not-string", severity="warning", family="accelerate",
+      summary="distributed_type is not a string (YAML 1.1 reads unquoted NO as false)",
+      source=f"{CFG}::BaseConfig.__post_init__")
+def distributed_type_not_string(ctx):
+    """An unquoted ``NO`` is the boolean false under YAML 1.1. accelerate neither converts nor
+    rejects it: the simple launcher is used and ``num_processes`` is no longer filled in.
+
+    Fails:
+    ```yaml
+    distributed_type: NO
+    num_processes: 1
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    ```
+    """
+    d = ctx.doc.data
+    if "distributed_type" in d and not isinstance(d["distributed_type"], str):
+        ctx.report(("distributed_type",), f"distributed_type is {fmt(d['distributed_type'])}, not a string; "
+                   "accelerate keeps it unconverted and treats the run as a plain single-process launch",
+                   "quote it: distributed_type: 'NO'")
+    return ()
+
+
+@rule(id="acc-unknown-top-level-key", severity="error", family="accelerate",
+      summary="top-level key accelerate does not know (the config is refused)",
+      source=f"{CFG}::BaseConfig.from_yaml_file")
+def unknown_top_level_key(ctx):
+    """accelerate compares the top-level keys with the config dataclass fields and refuses the
+    file when any is left over.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_process: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    if e.ce not in S.COMPUTE_ENVIRONMENTS:
+        return ()
+    fields = S.SAGEMAKER_FIELDS if e.sagemaker else S.CLUSTER_FIELDS
+    extra = [k for k in ctx.doc.data if k not in fields and k not in S.LEGACY_TOP_LEVEL]
+    for k in extra:
+        if k in S.REMOVED_TOP_LEVEL:
+            ctx.report((k,), f"unknown key {fmt(k)}: {S.REMOVED_TOP_LEVEL[k]}; accelerate refuses the config",
+                       "remove the block")
+    report_unknown(ctx, None, [k for k in extra if k not in S.REMOVED_TOP_LEVEL], fields,
+                   f"{'SageMakerConfig' if e.sagemaker else 'ClusterConfig'} refuses the config")
+    return ()
+
+
+@rule(id="acc-sagemaker-distributed-type-no", severity="error", family="accelerate",
+      summary="SageMaker config with distributed_type 'NO' cannot load (num_processes is injected)",
+      source=f"{CFG}::BaseConfig.process_config")
+def sagemaker_no(ctx):
+    """For ``distributed_type: 'NO'`` the loader adds ``num_processes: 1``, which is not a
+    SageMakerConfig field, so the unknown-key check then refuses the file.
+
+    Fails:
+    ```yaml
+    compute_environment: AMAZON_SAGEMAKER
+    distributed_type: 'NO'
+    ec2_instance_type: ml.p3.2xlarge
+    iam_role_name: my_role
+    ```
+    Passes:
+    ```yaml
+    compute_environment: AMAZON_SAGEMAKER
+    distributed_type: DATA_PARALLEL
+    ec2_instance_type: ml.p3.2xlarge
+    iam_role_name: my_role
+    ```
+    """
+    d = ctx.doc.data
+    if d.get("compute_environment") == "AMAZON_SAGEMAKER" and d.get("distributed_type") == "NO" \
+            and "num_processes" not in d:
+        ctx.report(("distributed_type",), "SageMaker config with distributed_type 'NO': accelerate injects "
+                   "num_processes, which SageMakerConfig does not have, and refuses the file",
+                   "use DATA_PARALLEL (or run locally with compute_environment: LOCAL_MACHINE)")
+    return ()
+
+
+@rule(id="acc-sagemaker-missing-required", severity="error", family="accelerate",
+      summary="SageMaker config without ec2_instance_type or iam_role_name",
+      source=f"{CFG}::SageMakerConfig")
+def sagemaker_missing(ctx):
+    """``ec2_instance_type`` and ``iam_role_name`` have no default in SageMakerConfig.
+
+    Fails:
+    ```yaml
+    compute_environment: AMAZON_SAGEMAKER
+    distributed_type: DATA_PARALLEL
+    ec2_instance_type: ml.p3.2xlarge
+    ```
+    Passes:
+    ```yaml
+    compute_environment: AMAZON_SAGEMAKER
+    distributed_type: DATA_PARALLEL
+    ec2_instance_type: ml.p3.2xlarge
+    iam_role_name: my_role
+    ```
+    """
+    d = ctx.doc.data
+    if d.get("compute_environment") == "AMAZON_SAGEMAKER":
+        for k in S.SAGEMAKER_REQUIRED:
+            if k not in d:
+                ctx.report((), f"SageMaker config without {k}: SageMakerConfig cannot be built",
+                           f"add {k}")
+    return ()
+
+
+@rule(id="acc-json-not-strict", severity="error", family="accelerate",
+      summary="a .json Accelerate config uses comments/trailing commas (accelerate uses json.load)",
+      source=f"{CFG}::BaseConfig.from_json_file")
+def json_not_strict(ctx):
+    """Config files whose name ends in ``.json`` are read with strict ``json.load``.
+
+    Fails:
+    ```json
+    {"distributed_type": "NO", "num_processes": 1,}
+    ```
+    Passes:
+    ```json
+    {"distributed_type": "NO", "num_processes": 1}
+    ```
+    """
+    if ctx.doc.kind == "json" and ctx.doc.lenient_features:
+        kind, line, col = ctx.doc.lenient_features[0]
+        ctx.report((), f"not strict JSON ({kind}); accelerate reads .json configs with json.load and fails",
+                   "remove comments / trailing commas, or write the config as YAML", line=line, col=col)
+    return ()
+
+
+@rule(id="acc-num-processes-required", severity="error", family="accelerate",
+      summary="num_processes missing (or -1) for a distributed_type other than 'NO'",
+      source=LAUNCH)
+def num_processes_required(ctx):
+    """Only ``distributed_type: 'NO'`` gets ``num_processes`` filled in at load; otherwise the
+    dataclass default -1 survives and launch stops unless ``--num_processes`` is passed.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    mixed_precision: bf16
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    mixed_precision: bf16
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    if e.sagemaker or "distributed_type" not in d:
+        return ()
+    if "num_processes" not in d and d.get("distributed_type") != "NO":
+        ctx.report((), "num_processes is missing: accelerate launch stops with 'You need to manually pass in "
+                   "--num_processes' unless it is given on the command line",
+                   "add num_processes (total processes over all machines)")
+    elif d.get("num_processes") == -1 and not isinstance(d.get("num_processes"), bool):
+        ctx.report(("num_processes",), "num_processes: -1 makes accelerate launch stop unless "
+                   "--num_processes is passed", "set the total number of processes")
+    return ()
+
+
+@rule(id="acc-int-value", severity="error", family="accelerate",
+      summary="num_processes / num_machines / machine_rank / main_process_port is not an integer",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def int_value(ctx):
+    """The launcher compares and divides these values as integers (``num_processes > 1``,
+    ``num_processes // num_machines``, ``int(machine_rank)``); a quoted number or a word fails.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: '2'
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker:
+        return ()
+    d = ctx.doc.data
+    for k in ("num_processes", "num_machines"):
+        v = d.get(k)
+        if k in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            if k == "num_processes" and e.launcher == "deepspeed" and not e.multi_machine() \
+                    and S.as_int(v) is not None:
+                continue  # single-node DeepSpeed only str()s it for torchrun
+            ctx.report((k,), f"{k} is {fmt(v)}, not an integer; the launcher fails comparing/dividing it",
+                       f"write {k} as a plain integer")
+    v = d.get("machine_rank")
+    if "machine_rank" in d and v is not None and (isinstance(v, bool) or S.as_int(v) is None) \
+            and e.launcher in ("torchrun", "deepspeed"):
+        ctx.report(("machine_rank",), f"machine_rank is {fmt(v)}; the launcher calls int() on it",
+                   "write machine_rank as a plain integer")
+    v = d.get("main_process_port")
+    if "main_process_port" in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)) \
+            and e.launcher in ("torchrun", "deepspeed"):
+        ctx.report(("main_process_port",), f"main_process_port is {fmt(v)}, not an integer; the port check "
+                   "before launch fails", "write the port as a plain integer (0 picks a free port)")
+    return ()
+
+
+@rule(id="acc-gpu-ids-not-string", severity="error", family="accelerate",
+      summary="gpu_ids is a YAML number/list instead of a string such as '0,1' or all",
+      source=LAUNCH)
+def gpu_ids_not_string(ctx):
+    """Launch calls ``gpu_ids.split(',')``; YAML reads ``gpu_ids: 0`` as an integer (and ``0,1``
+    as the string it should be), so a single id must be quoted.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    gpu_ids: 0
+    num_processes: 1
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    gpu_ids: '0'
+    num_processes: 1
+    ```
+    """
+    d = ctx.doc.data
+    v = d.get("gpu_ids")
+    if "gpu_ids" in d and v is not None and not isinstance(v, str):
+        ctx.report(("gpu_ids",), f"gpu_ids is {fmt(v)} ({type(v).__name__}), not a string: accelerate launch "
+                   "fails calling .split(',') on it", "quote it: gpu_ids: '0' (or '0,1', or all)")
+    return ()
+
+
+@rule(id="acc-gpu-ids-too-few", severity="error", family="accelerate",
+      summary="multi-GPU single-machine run with fewer than two gpu_ids", source=LAUNCH)
+def gpu_ids_too_few(ctx):
+    """With a MULTI_* distributed_type on one machine, ``gpu_ids`` must list at least two ids
+    (or be ``all``).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0'
+    num_processes: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0,1'
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    v = ctx.doc.data.get("gpu_ids")
+    nm = e.num_machines
+    if e.is_multi and isinstance(v, str) and v != "all" and len(v.split(",")) < 2 \
+            and isinstance(nm, int) and nm <= 1:
+        ctx.report(("gpu_ids",), f"gpu_ids {fmt(v)} names fewer than two GPUs for {e.dt} on one machine; "
+                   "accelerate launch refuses it", "list at least two ids ('0,1') or use all; for one GPU use "
+                   "distributed_type: 'NO'")
+    return ()
+
+
+@rule(id="acc-multinode-missing-ip", severity="error", family="accelerate",
+      summary="multi-machine run of the simple launcher without main_process_ip",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def multinode_missing_ip(ctx):
+    """The simple launcher (distributed_type NO / MULTI_CPU) asserts that a multi-machine run
+    names the main process IP.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_port: 29500
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher == "simple" and e.multi_machine() and ctx.doc.data.get("main_process_ip") is None:
+        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: the launcher asserts and stops",
+                   "add main_process_ip (the address of machine rank 0)")
+    return ()
+
+
+@rule(id="acc-multinode-missing-port", severity="error", family="accelerate",
+      summary="multi-machine run of the simple launcher without main_process_port",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def multinode_missing_port(ctx):
+    """The simple launcher asserts that a multi-machine run names the main process port.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_ip: 10.0.0.1
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher == "simple" and e.multi_machine() and ctx.doc.data.get("main_process_port") is None:
+        ctx.report(("num_machines",), "num_machines > 1 without main_process_port: the launcher asserts and stops",
+                   "add main_process_port (e.g. 29500)")
+    return ()
+
+
+@rule(id="acc-multinode-ip-unset", severity="warning", family="accelerate",
+      summary="multi-machine torchrun launch without main_process_ip (rendezvous at 'None:port')",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def multinode_ip_unset(ctx):
+    """torchrun-based launchers build ``rdzv_endpoint`` from ``main_process_ip`` without
+    checking it, so the machines try to meet at the host name ``None``.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 0
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 0
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    std_ds = e.launcher == "deepspeed" and e.get("deepspeed_multinode_launcher") == "standard"
+    if (e.launcher == "torchrun" or std_ds) and e.multi_machine() and ctx.doc.data.get("main_process_ip") is None:
+        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: torchrun gets the rendezvous "
+                   "endpoint 'None:<port>' and the nodes never meet", "add main_process_ip (machine rank 0)")
+    return ()
+
+
+@rule(id="acc-invalid-mixed-precision", severity="error", family="accelerate",
+      summary="mixed_precision is not no / fp16 / bf16 / fp8 (YAML 1.1 reads unquoted no as false)",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def invalid_mixed_precision(ctx):
+    """Every launcher lower-cases ``mixed_precision`` and converts it to ``PrecisionType``. An
+    unquoted ``no`` is the boolean false in YAML 1.1 and has no ``.lower()``.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    mixed_precision: no
+    num_processes: 1
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    mixed_precision: 'no'
+    num_processes: 1
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher not in ("simple", "torchrun", "deepspeed"):
+        return ()
+    d = ctx.doc.data
+    path = ("mixed_precision",) if "mixed_precision" in d else ("fp16",)
+    v = e.mixed_precision
+    if v is None:
+        return ()
+    if not isinstance(v, str):
+        ctx.report(path, f"mixed_precision is {fmt(v)} ({type(v).__name__}); the launcher fails calling "
+                   ".lower() on it", "quote it: mixed_precision: 'no' (or fp16, bf16, fp8)")
+    elif v.lower() not in S.PRECISIONS:
+        ctx.report(path, f"mixed_precision {fmt(v)} is not one of no, fp16, bf16, fp8; the launcher refuses it",
+                   "use no, fp16, bf16 or fp8")
+    return ()
+
+
+def _dynamo_backend(e):
+    if e.has("dynamo_backend"):
+        return e.get("dynamo_backend"), e.path("dynamo_backend")
+    return None, ()
+
+
+@rule(id="acc-invalid-dynamo-backend", severity="error", family="accelerate",
+      summary="dynamo backend is not a DynamoBackend name", source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def invalid_dynamo_backend(ctx):
+    """The simple and torchrun launchers upper-case the backend and convert it to
+    ``DynamoBackend``; YAML's unquoted ``no`` (false) has no ``.upper()``.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: inductr
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher not in ("simple", "torchrun"):
+        return ()
+    v, path = _dynamo_backend(e)
+    if v is None:
+        return ()
+    if not isinstance(v, str):
+        ctx.report(path, f"dynamo backend is {fmt(v)} ({type(v).__name__}); the launcher fails calling .upper() "
+                   "on it", "quote it ('NO') or name a backend such as INDUCTOR")
+    elif v.upper() not in S.DYNAMO_BACKENDS:
+        from ..core import did_you_mean
+        m = did_you_mean(v.upper(), S.DYNAMO_BACKENDS)
+        ctx.report(path, f"dynamo backend {fmt(v)} is not a DynamoBackend; the launcher refuses it",
+                   f"did you mean '{m}'?" if m else f"use one of: {', '.join(S.DYNAMO_BACKENDS)}")
+    return ()
+
+
+@rule(id="acc-dynamo-bool-value", severity="error", family="accelerate",
+      summary="dynamo_use_fullgraph / _use_dynamic / _use_regional_compilation is not a truth word",
+      source="accelerate/utils/dataclasses.py::TorchDynamoPlugin.__post_init__")
+def dynamo_bool(ctx):
+    """TorchDynamoPlugin parses these flags from the environment with ``str_to_bool``.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_use_fullgraph: maybe
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_use_fullgraph: true
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher not in ("simple", "torchrun"):
+        return ()
+    for k in ("dynamo_use_fullgraph", "dynamo_use_dynamic", "dynamo_use_regional_compilation"):
+        if e.has(k) and not S.is_truth_word(e.get(k)):
+            ctx.report(e.path(k), f"{k} is {fmt(e.get(k))}; TorchDynamoPlugin rejects it (not a truth word)",
+                       "use true or false")
+    return ()
+
+
+@rule(id="acc-dynamo-mode-invalid", severity="error", family="accelerate",
+      summary="dynamo_mode is not a torch.compile mode", source="torch/__init__.py::compile")
+def dynamo_mode(ctx):
+    """The file bypasses the ``--dynamo_mode`` choices; ``torch.compile`` then refuses an unknown
+    mode when the model is compiled.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_mode: fast
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_mode: max-autotune
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher not in ("simple", "torchrun"):
+        return ()
+    b, _ = _dynamo_backend(e)
+    if not isinstance(b, str) or b.upper() in ("NO",) or b.upper() not in S.DYNAMO_BACKENDS:
+        return ()
+    if e.has("dynamo_mode") and e.get("dynamo_mode") not in S.DYNAMO_MODES:
+        ctx.report(e.path("dynamo_mode"), f"dynamo_mode {fmt(e.get('dynamo_mode'))} is not a torch.compile mode",
+                   f"use one of: {', '.join(S.DYNAMO_MODES)}")
+    return ()
+
+
+@rule(id="acc-dynamo-ignored-under-deepspeed", severity="warning", family="accelerate",
+      summary="dynamo_config under DEEPSPEED: the DeepSpeed launcher exports no dynamo settings",
+      source=f"{ULAUNCH}::prepare_deepspeed_cmd_env")
+def dynamo_ignored_ds(ctx):
+    """``prepare_deepspeed_cmd_env`` never writes ``ACCELERATE_DYNAMO_*``, so compilation is off.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+    ```
+    """
+    e = eff(ctx)
+    b, path = _dynamo_backend(e)
+    if e.launcher == "deepspeed" and isinstance(b, str) and b.upper() != "NO":
+        ctx.report(path, "dynamo backend is set but the DeepSpeed launcher does not export it: torch.compile "
+                   "is not applied", "call torch.compile in the script, or pass dynamo options in code")
+    return ()
+
+
+@rule(id="acc-dynamo-unknown-key", severity="warning", family="accelerate",
+      summary="unknown key in dynamo_config (silently ignored)", source=LAUNCH)
+def dynamo_unknown(ctx):
+    """Keys of ``dynamo_config`` are copied onto the launch arguments with a ``dynamo_`` prefix;
+    unknown ones are never read.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_full_graph: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_use_fullgraph: true
+    ```
+    """
+    b = ctx.doc.data.get("dynamo_config")
+    if isinstance(b, dict):
+        bad = [k for k in b if S.prefixed("dynamo_config", k) not in S.DYNAMO_KEYS]
+        report_unknown(ctx, "dynamo_config", bad, S.DYNAMO_KEYS, "ignored by accelerate launch",
+                       strip=("dynamo_",))
+    return ()
+
+
+@rule(id="acc-launch-ignored-key", severity="warning", family="accelerate",
+      summary="rdzv_backend / same_network / enable_cpu_affinity / downcast_bf16 / tpu_use_sudo never "
+              "reach the launcher", source=LAUNCH)
+def launch_ignored(ctx):
+    """Top-level scalars are copied only when the launch argument is None, and these five have
+    non-None argparse defaults, so the file's value is silently replaced by the default.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    rdzv_backend: c10d
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    rdzv_backend: static
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker:
+        return ()
+    d = ctx.doc.data
+    for k, default in S.LAUNCH_IGNORED_TOP_LEVEL.items():
+        if k not in d or d[k] is None:
+            continue
+        v = d[k]
+        changed = (v != default) if k == "rdzv_backend" else (S.truth(v) is True)
+        relevant = {"rdzv_backend": e.multi_machine() and e.launcher in ("torchrun", "deepspeed"),
+                    "same_network": e.multi_machine() and e.launcher in ("torchrun", "deepspeed"),
+                    "enable_cpu_affinity": True,
+                    "downcast_bf16": e.is_xla,
+                    "tpu_use_sudo": e.is_xla and bool(S.truth(d.get("tpu_use_cluster")))}[k]
+        if changed and relevant:
+            ctx.report((k,), f"{k}: {fmt(v)} is not applied by accelerate launch (the flag default "
+                       f"{fmt(default)} wins)", f"pass --{k} on the accelerate launch command line instead")
+    return ()
+
+
+@rule(id="acc-block-ignored", severity="warning", family="accelerate",
+      summary="a config block that the selected distributed_type never reads",
+      source="accelerate/commands/launch.py::launch_command")
+def block_ignored(ctx):
+    """``launch_command`` picks one launcher from ``distributed_type``; blocks for the others are
+    copied into arguments nobody reads.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker:
+        return ()
+    d = ctx.doc.data
+    wanted = {"deepspeed_config": e.launcher == "deepspeed",
+              "fsdp_config": e.is_fsdp,
+              "megatron_lm_config": e.is_megatron,
+              "mpirun_config": e.launcher == "simple"}
+    for block, used in wanted.items():
+        b = d.get(block)
+        if isinstance(b, dict) and b and not used:
+            ctx.report((block,), f"{block} is ignored with distributed_type {fmt(e.dt)}",
+                       "remove the block, or set the distributed_type that uses it")
+    return ()
+
+
+@rule(id="acc-use-cpu-ignored", severity="warning", family="accelerate",
+      summary="use_cpu: true with a launcher that does not honour it (only --cpu does)",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def use_cpu_ignored(ctx):
+    """``use_cpu`` is exported (``ACCELERATE_USE_CPU``) by the simple launcher only; under
+    MULTI_GPU, FSDP, DeepSpeed or Megatron-LM the run still targets the accelerators.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    use_cpu: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 1
+    use_cpu: true
+    ```
+    """
+    e = eff(ctx)
+    if S.truth(ctx.doc.data.get("use_cpu")) and e.launcher in ("torchrun", "deepspeed", "tpu"):
+        ctx.report(("use_cpu",), f"use_cpu is ignored with distributed_type {fmt(e.dt)} (only the simple "
+                   "launcher exports it)", "use distributed_type MULTI_CPU or 'NO', or pass --cpu")
+    return ()
+
+
+@rule(id="acc-multi-cpu-single-process", severity="warning", family="accelerate",
+      summary="MULTI_CPU without mpirun_config starts a single process",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def multi_cpu_single(ctx):
+    """MULTI_CPU uses the simple launcher, which only fans out through ``mpirun`` when
+    ``mpirun_config.mpirun_hostfile`` is set; otherwise one process runs.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    """
+    e = eff(ctx)
+    n = e.world_size()
+    if e.dt == "MULTI_CPU" and not e.sagemaker and n is not None and n > 1 and not e.get("mpirun_hostfile") \
+            and not e.multi_machine():
+        ctx.report(("distributed_type",), f"MULTI_CPU with num_processes {n} but no mpirun_config.mpirun_hostfile: "
+                   "accelerate launch starts one process", "add mpirun_config: {mpirun_hostfile: ...} "
+                   "(needs mpirun on PATH)")
+    return ()
+
+
+@rule(id="acc-mpirun-unknown-key", severity="warning", family="accelerate",
+      summary="unknown key in mpirun_config (silently ignored)", source=LAUNCH)
+def mpirun_unknown(ctx):
+    """``mpirun_config`` keys are copied verbatim; only ``mpirun_hostfile`` is read.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    mpirun_config:
+      hostfile: /etc/hostfile
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    """
+    b = ctx.doc.data.get("mpirun_config")
+    if isinstance(b, dict):
+        report_unknown(ctx, "mpirun_config", [k for k in b if k not in S.MPIRUN_KEYS], S.MPIRUN_KEYS,
+                       "ignored by accelerate launch", strip=("mpirun_",))
+    return ()
+
+
+@rule(id="acc-megatron-unknown-key", severity="warning", family="accelerate",
+      summary="unknown key in megatron_lm_config (keys need the megatron_lm_ prefix)", source=LAUNCH)
+def megatron_unknown(ctx):
+    """``megatron_lm_config`` keys are copied verbatim and must carry the ``megatron_lm_`` prefix;
+    others are silently ignored.
+
+    Fails:
+    ```yaml
+    distributed_type: MEGATRON_LM
+    num_processes: 8
+    megatron_lm_config:
+      tp_degree: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MEGATRON_LM
+    num_processes: 8
+    megatron_lm_config:
+      megatron_lm_tp_degree: 2
+    ```
+    """
+    b = ctx.doc.data.get("megatron_lm_config")
+    if isinstance(b, dict):
+        report_unknown(ctx, "megatron_lm_config", [k for k in b if k not in S.MEGATRON_KEYS], S.MEGATRON_KEYS,
+                       "ignored by accelerate launch", strip=("megatron_lm_",))
+    return ()
+
+
+@rule(id="acc-megatron-value-invalid", severity="error", family="accelerate",
+      summary="megatron_lm_config value the plugin cannot parse (int / float / truth word)",
+      source="accelerate/utils/dataclasses.py::MegatronLMPlugin.__post_init__")
+def megatron_value(ctx):
+    """MegatronLMPlugin reads every launcher-exported value back with ``int()``, ``float()`` or
+    ``str_to_bool``.
+
+    Fails:
+    ```yaml
+    distributed_type: MEGATRON_LM
+    num_processes: 8
+    megatron_lm_config:
+      megatron_lm_tp_degree: two
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MEGATRON_LM
+    num_processes: 8
+    megatron_lm_config:
+      megatron_lm_tp_degree: 2
+    ```
+    """
+    e = eff(ctx)
+    if not e.is_megatron:
+        return ()
+    for k in S.MEGATRON_INT_KEYS:
+        n = "megatron_lm_" + k
+        if e.has(n) and e.get(n) is not None and S.as_int(e.get(n)) is None:
+            ctx.report(e.path(n), f"{n} is {fmt(e.get(n))}; MegatronLMPlugin reads it with int()", "use an integer")
+    for k in S.MEGATRON_FLOAT_KEYS:
+        n = "megatron_lm_" + k
+        if e.has(n) and e.get(n) is not None:
+            try:
+                float(str(e.get(n)))
+            except ValueError:
+                ctx.report(e.path(n), f"{n} is {fmt(e.get(n))}; MegatronLMPlugin reads it with float()",
+                           "use a number")
+    for k in S.MEGATRON_BOOL_KEYS:
+        n = "megatron_lm_" + k
+        if e.has(n) and e.get(n) is not None and not S.is_truth_word(e.get(n)):
+            ctx.report(e.path(n), f"{n} is {fmt(e.get(n))}; MegatronLMPlugin parses it with str_to_bool",
+                       "use true or false")
+    return ()
+
+
+_PACKAGES = {
+    "deepspeed": ("deepspeed", "DEEPSPEED needs the deepspeed package (pip install deepspeed)"),
+    "megatron": ("megatron", "MEGATRON_LM needs Megatron-LM (megatron.core) installed"),
+    "torch_xla": ("torch_xla", "XLA needs torch_xla"),
+    "sagemaker": ("sagemaker", "AMAZON_SAGEMAKER needs the sagemaker SDK (pip install accelerate[sagemaker])"),
+    "transformers": ("transformers", "needs transformers"),
+}
+
+
+def _missing(mod: str) -> bool:
+    try:
+        return importlib.util.find_spec(mod) is None
+    except (ImportError, ValueError):
+        return True
+
+
+@rule(id="acc-missing-package", severity="info", family="accelerate",
+      summary="(--check-imports) an optional package the config needs is not importable here",
+      source="accelerate/utils/imports.py")
+def missing_package(ctx):
+    """Only with ``--check-imports``: uses ``importlib.util.find_spec`` (nothing is imported) to
+    say which optional packages the selected features need (deepspeed, Megatron-LM, torch_xla,
+    sagemaker, transformers for TP / zero3_init_flag, an FP8 backend, mpirun).
+
+    Fails:
+    ```yaml
+    distributed_type: MEGATRON_LM
+    num_processes: 8
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    ```
+    """
+    if not ctx.options.check_imports:
+        return ()
+    e = eff(ctx)
+    need = []
+    if e.launcher == "deepspeed":
+        need.append(("deepspeed", "DEEPSPEED needs the deepspeed package"))
+        if S.truth(e.get("zero3_init_flag")):
+            need.append(("transformers", "zero3_init_flag needs transformers"))
+    if e.is_megatron:
+        need.append(("megatron", "MEGATRON_LM needs Megatron-LM (megatron.core)"))
+    if e.is_xla:
+        need.append(("torch_xla", "XLA needs torch_xla"))
+    if e.sagemaker:
+        need.append(("sagemaker", "AMAZON_SAGEMAKER needs the sagemaker SDK"))
+    tp = S.as_int(e.get("parallelism_config_tp_size", 1))
+    if e.uses_parallelism() and tp is not None and tp > 1:
+        need.append(("transformers", "tensor parallelism needs transformers >= 4.52"))
+    if e.fp8 and e.launcher in ("simple", "torchrun", "deepspeed"):
+        b = e.fp8_backend()
+        mods = {"TE": ["transformer_engine"], "MSAMP": ["msamp"], "AO": ["torchao"]}.get(
+            b, ["torchao", "transformer_engine", "msamp"])
+        if all(_missing(m) for m in mods):
+            ctx.report(("mixed_precision",), f"fp8 needs {' or '.join(mods)}, none is importable here "
+                       "(launch raises 'FP8 is not available')", "install an FP8 backend on the training nodes")
+    for mod, why in need:
+        if _missing(mod):
+            ctx.report(("distributed_type",), f"{why}; '{mod}' is not importable here",
+                       f"install {mod} where the job runs")
+    if e.launcher == "simple" and e.get("mpirun_hostfile") and not (shutil.which("mpirun") or shutil.which("mpiexec")):
+        ctx.report(("mpirun_config",), "mpirun_hostfile needs mpirun or mpiexec on PATH (not found here)",
+                   "install Open MPI, Intel MPI or MVAPICH where the job runs")
+    return ()

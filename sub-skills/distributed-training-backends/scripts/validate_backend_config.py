@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""Statically validate Accelerate launch configs and DeepSpeed JSON before spending cluster time.
+
+Standard library + PyYAML only; never imports accelerate, torch or deepspeed. Run with --help for
+usage, exit codes and input limits; the rules are listed in ../references/validator-rules.md.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from backend_validator.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
