@@ -105,6 +105,18 @@ def call_keywords(tree: ast.Module, func_name: str) -> list[list[str]]:
     return out
 
 
+def called_names(tree: ast.Module) -> list[str]:
+    """Names of everything called in the module (attribute or plain name)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name:
+                names.add(name)
+    return sorted(names)
+
+
 def dict_keys_assigned(tree: ast.Module, var: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var
@@ -147,6 +159,7 @@ def main(argv=None) -> int:
         trees[script] = tree
         facts["scripts"][script] = {
             "flags": extract_flags(tree),
+            "called": called_names(tree),
             "calls_wrap_arg_parser": bool(call_keywords(tree, "wrap_arg_parser")),
         }
     vae, dalle, gen = trees["train_vae.py"], trees["train_dalle.py"], trees["generate.py"]
@@ -157,6 +170,7 @@ def main(argv=None) -> int:
         "discrete_vae_extra_keywords": call_keywords(vae, "DiscreteVAE"),
         "deepspeed_config_keys": dict_keys_assigned(vae, "deepspeed_config"),
         "wandb_projects": string_constants(vae, r"^dalle_train_vae$"),
+        "dataloader_keywords": call_keywords(vae, "DataLoader"),
     })
     facts["scripts"]["train_dalle.py"].update({
         "dalle_params_keys": dict_keys_assigned(dalle, "dalle_params"),
@@ -165,6 +179,10 @@ def main(argv=None) -> int:
         "save_obj_keys": dict_keys_assigned(dalle, "save_obj"),
         "aux_filename": string_constants(dalle, r"^auxiliary\.pt$"),
         "generate_images_keywords": call_keywords(dalle, "generate_images"),
+        "dataloader_keywords": call_keywords(dalle, "DataLoader"),
+        "webloader_keywords": call_keywords(dalle, "WebLoader"),
+        "stream_prefixes": string_constants(dalle, r"^pipe:"),
+        "torch_load_keywords": call_keywords(dalle, "load"),
     })
     facts["scripts"]["generate.py"].update({
         "generate_images_keywords": call_keywords(gen, "generate_images"),

@@ -571,3 +571,30 @@ def test_references_state_versions_have_tocs_and_valid_anchors():
             assert anchor in dest_heads, f"{path.name}: anchor #{anchor} not found in {dest.name}"
         for target in re.findall(r"\]\(([^)#\s]+)\)", text):
             assert (path.parent / target).exists(), f"{path.name}: {target} missing"
+
+
+# ----------------------------------------------------------------------------- data paths
+
+def test_data_pipeline_facts():
+    f = facts()["scripts"]
+    vae, dalle, gen = f["train_vae.py"], f["train_dalle.py"], f["generate.py"]
+    assert {"ImageFolder", "Resize", "CenterCrop", "ExponentialLR", "Adam", "cuda"} <= set(vae["called"])
+    assert "set_epoch" not in vae["called"]
+    assert dalle["dataloader_keywords"] == [["batch_size", "drop_last", "sampler", "shuffle"]]
+    assert dalle["webloader_keywords"] == [["batch_size", "num_workers", "shuffle"]]
+    assert dalle["stream_prefixes"] == ["pipe:curl -L -s ", "pipe:gsutil cat "]
+    assert {"WebDataset", "select", "map_dict", "to_tuple", "batched", "slice", "RandomResizedCrop",
+            "TextImageDataset", "clip_grad_norm_", "StopIteration", "half"} <= set(dalle["called"])
+    assert ["map_location"] in dalle["torch_load_keywords"]
+    assert "use_cache" not in json.dumps(gen["generate_images_keywords"])
+    assert "clip" not in gen["generate_images_keywords"][0]
+    loader = parse_source(package_dir("dalle_pytorch") / "loader.py")
+    globs = {n.value for n in ast.walk(loader) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and n.value.startswith("**/")}
+    assert globs == {"**/*.txt", "**/*.png", "**/*.jpg", "**/*.jpeg", "**/*.bmp"}
+    init_src = ast.unparse(find_def(loader, "TextImageDataset.__init__"))
+    assert "text_file.stem: text_file" in init_src and "image_file.stem: image_file" in init_src
+    doc = (REPO / "sub-skills/dalle-training/references/data-and-tokenizers.md").read_text()
+    for needle in ("`*.png`, `*.jpg`, `*.jpeg`, `*.bmp`", "`*.txt`", "stem", "`drop_last=True`",
+                   "curl -L -s", "gsutil cat", "4 workers"):
+        assert needle in doc, needle
