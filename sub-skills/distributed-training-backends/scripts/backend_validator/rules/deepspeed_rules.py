@@ -1,0 +1,1377 @@
+"""DeepSpeed JSON rules (family ``deepspeed``), deepspeed 0.19.8.
+
+Docstring convention (parsed by tests/validator_ds): a ``Fails:`` and a
+``Passes:`` fenced ```json block; an optional ``Oracle:`` line with
+``consumer=<name>`` and/or ``world_size=<n>`` applied to both examples; for
+warnings an optional ``Effect:`` line, a Python expression over ``cfg`` (the
+``DeepSpeedConfig`` the real consumer built from the failing example) that is
+true when the value was silently dropped or changed.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional, Tuple
+
+from .. import deepspeed as D
+from ..core import Context, did_you_mean, rule
+
+SRC_CFG = "deepspeed/runtime/config.py"
+SRC_ZERO = "deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig"
+SRC_ENGINE = "deepspeed/runtime/engine.py"
+
+
+def _blocks(ctx: Context):
+    """Yield (name, fields, path, dict) for each strict block present as a mapping."""
+    data = ctx.doc.data
+    for name, (fields, path) in D.STRICT_BLOCKS.items():
+        if name == "bf16" and "bf16" not in data and isinstance(data.get("bfloat16"), dict):
+            path = ("bfloat16",)
+        v = ctx.doc.get(path)
+        if isinstance(v, dict):
+            yield name, fields, path, v
+
+
+def _stage(ctx: Context) -> Optional[int]:
+    return D.zero_stage(ctx.doc, ctx.consumer)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# ---------------------------------------------------------------- removed / unsupported
+@rule(id="ds-removed-key", severity="error", family="deepspeed",
+      summary="key removed in deepspeed 0.19 (rejected even when disabled)",
+      source=f"{SRC_CFG}::_reject_removed_config_keys")
+def removed_key(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "amp": {"enabled": false}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true}}
+    ```
+    """
+    for k, fix in D.REMOVED_TOP_LEVEL.items():
+        if k in ctx.doc.data:
+            yield ctx.report((k,), f"'{k}' was removed in deepspeed 0.19; its presence raises DeepSpeedConfigError "
+                                   "even when disabled", fix)
+    z = ctx.doc.get(("zero_optimization",))
+    if isinstance(z, dict):
+        for k, fix in D.REMOVED_ZERO.items():
+            if k in z:
+                yield ctx.report(("zero_optimization", k),
+                                 f"'zero_optimization.{k}' was removed in deepspeed 0.19 (DeepSpeedConfigError)", fix)
+
+
+@rule(id="ds-removed-optimizer", severity="error", family="deepspeed",
+      summary="optimizer type removed in deepspeed 0.19 (1-bit Adam/LAMB, 0/1 Adam)",
+      source=f"{SRC_ENGINE}::_configure_basic_optimizer")
+def removed_optimizer(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "OneBitAdam", "params": {"lr": 0.001}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}}
+    ```
+    """
+    t = ctx.doc.get(("optimizer", "type"))
+    if isinstance(t, str) and t.lower() in D.REMOVED_OPTIMIZERS:
+        yield ctx.report(("optimizer", "type"), f"optimizer type {t!r} was removed in deepspeed 0.19 "
+                         "(\"is not a supported DeepSpeed Optimizer\")", D.REMOVED_OPTIMIZERS[t.lower()])
+
+
+@rule(id="ds-unknown-optimizer", severity="error", family="deepspeed",
+      summary="optimizer type that is neither a DeepSpeed optimizer nor a torch.optim class",
+      source=f"{SRC_ENGINE}::_configure_basic_optimizer")
+def unknown_optimizer(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "sgd", "params": {"lr": 0.1}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+     "zero_optimization": {"stage": 0}}
+    ```
+    """
+    t = ctx.doc.get(("optimizer", "type"))
+    if t is None or t == "auto" or not isinstance(ctx.doc.get(("optimizer",)), dict):
+        return
+    if not isinstance(t, str):
+        yield ctx.report(("optimizer", "type"), f"optimizer type must be a string, got {t!r}")
+        return
+    if t.lower() in D.REMOVED_OPTIMIZERS or t.lower() in D.DS_OPTIMIZERS or t in D.TORCH_OPTIMIZERS:
+        return
+    cand = did_you_mean(t, D.TORCH_OPTIMIZERS + ("Adam", "AdamW", "Lamb", "Lion", "Adagrad", "Muon"))
+    hint = f"did you mean {cand!r}? " if cand else ""
+    yield ctx.report(("optimizer", "type"), f"{t!r} is not a supported DeepSpeed optimizer (DeepSpeed names are "
+                     "case-insensitive, torch.optim class names are case-sensitive)",
+                     hint + "use one of Adam, AdamW, Adagrad, Lamb, Lion, Muon or a torch.optim class name")
+
+
+@rule(id="ds-unknown-scheduler", severity="error", family="deepspeed",
+      summary="scheduler type that is neither a DeepSpeed nor a torch.optim.lr_scheduler class",
+      source="deepspeed/runtime/engine.py::_scheduler_from_config")
+def unknown_scheduler(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupLinearLR", "params": {"warmup_num_steps": 10}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}}
+    ```
+    """
+    t = ctx.doc.get(("scheduler", "type"))
+    if t is None or t == "auto" or not isinstance(ctx.doc.get(("scheduler",)), dict):
+        return
+    if isinstance(t, str) and (t in D.DS_SCHEDULERS or t in D.TORCH_SCHEDULERS):
+        return
+    cand = did_you_mean(t, D.DS_SCHEDULERS + D.TORCH_SCHEDULERS)
+    yield ctx.report(("scheduler", "type"), f"DeepSpeed does not recognize LR scheduler {t!r} (names are "
+                     "case-sensitive)", (f"did you mean {cand!r}? " if cand else "")
+                     + "use WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest or a torch scheduler")
+
+
+@rule(id="ds-scheduler-params", severity="error", family="deepspeed",
+      summary="scheduler params that the scheduler constructor rejects (unknown, missing, non-integer steps)",
+      source="deepspeed/runtime/lr_schedules.py::WarmupLR.__init__")
+def scheduler_params(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100, "warmup_max_lr": 0.001}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100, "warmup_num_steps": 10}}}
+    ```
+    """
+    t = ctx.doc.get(("scheduler", "type"))
+    params = ctx.doc.get(("scheduler", "params"), {})
+    if t not in D.SCHEDULER_PARAMS or not isinstance(params, dict):
+        return
+    allowed = D.SCHEDULER_PARAMS[t]
+    for k in params:
+        if k not in allowed:
+            cand = did_you_mean(k, allowed)
+            yield ctx.report(("scheduler", "params", k), f"{t} has no parameter {k!r} (TypeError: unexpected "
+                             "keyword argument)", f"did you mean {cand!r}?" if cand else
+                             f"{t} accepts: {', '.join(allowed)}")
+    for k in D.SCHEDULER_REQUIRED.get(t, ()):
+        if k not in params:
+            yield ctx.report(("scheduler", "params"), f"{t} requires scheduler.params.{k} (TypeError at init)",
+                             f"add \"{k}\"")
+    if "warmup_num_steps" in params and "warmup_num_steps" in allowed:
+        v = params["warmup_num_steps"]
+        raw = ctx.doc.scalars.get(("scheduler", "params", "warmup_num_steps"))
+        ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+        if not ok and ctx.consumer == "deepspeed" and isinstance(v, float) and v > 0 and v == int(v) and raw:
+            ok = True  # hjson reads 1e3 / 100.0 as the int 100
+        if v == "auto" and ctx.consumer in ("accelerate", "transformers"):
+            ok = True
+        if not ok:
+            yield ctx.report(("scheduler", "params", "warmup_num_steps"),
+                             f"warmup_num_steps must be a positive integer, got {v!r} (ValueError)",
+                             "write a positive integer literal such as 100")
+
+
+# ---------------------------------------------------------------- strict blocks
+@rule(id="ds-unknown-key-strict", severity="error", family="deepspeed",
+      summary="unknown key in a strict (pydantic extra=forbid) block",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel")
+def unknown_key_strict(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true, "check_overflow": false}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true, "check_grad_overflow": false}}
+    ```
+    """
+    for name, fields, path, blk in _blocks(ctx):
+        names = set(fields) | {f.alias for f in fields.values() if f.alias}
+        if name == "zero_optimization":
+            names |= set(D.REMOVED_ZERO)  # reported by ds-removed-key
+        for k in blk:
+            if k in names:
+                continue
+            cand = did_you_mean(k, sorted(names))
+            yield ctx.report(path + (k,), f"unknown key {k!r} in '{'.'.join(path)}' (pydantic: extra inputs are "
+                             "not permitted)", f"did you mean {cand!r}?" if cand else
+                             f"remove it; valid keys: {', '.join(sorted(names))}")
+
+
+@rule(id="ds-alias-and-field", severity="error", family="deepspeed",
+      summary="a field given both under its alias and its name (e.g. stage3_max_live_parameters + max_live_parameters)",
+      source=SRC_ZERO)
+def alias_and_field(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1000,
+     "max_live_parameters": 2000}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3, "max_live_parameters": 2000}}
+    ```
+    """
+    for name, fields, path, blk in _blocks(ctx):
+        for fname, f in fields.items():
+            if f.alias and f.alias in blk and fname in blk:
+                yield ctx.report(path + (fname,), f"'{f.alias}' and '{fname}' are the same field; giving both is "
+                                 "rejected (extra_forbidden)", f"keep only one of {f.alias!r} / {fname!r}")
+
+
+@rule(id="ds-deprecated-with-replacement", severity="error", family="deepspeed",
+      summary="deprecated key given together with its replacement",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel._process_deprecated_field")
+def deprecated_with_replacement(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2, "cpu_offload": true,
+     "offload_optimizer": {"device": "cpu"}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    """
+    z = ctx.doc.get(("zero_optimization",))
+    if not isinstance(z, dict):
+        return
+    for old, f in D.ZERO.items():
+        if not f.deprecated or old not in z or " or " in f.deprecated:
+            continue
+        new = f.deprecated
+        newf = D.ZERO.get(new)
+        present = new in z or (newf is not None and newf.alias and newf.alias in z)
+        if present:
+            yield ctx.report(("zero_optimization", old), f"deprecated '{old}' and its replacement '{new}' are both "
+                             "given (AssertionError: cannot provide both)", f"remove '{old}'")
+
+
+@rule(id="ds-deprecated-key", severity="warning", family="deepspeed",
+      summary="deprecated ZeRO key (still parsed, with a warning)",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel._process_deprecated_field")
+def deprecated_key(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2, "cpu_offload_use_pin_memory": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2}}
+    ```
+
+    Effect: cfg.zero_config.cpu_offload_use_pin_memory is True and cfg.zero_config.offload_optimizer is None
+    """
+    z = ctx.doc.get(("zero_optimization",))
+    if not isinstance(z, dict):
+        return
+    for old, f in D.ZERO.items():
+        if f.deprecated and old in z:
+            new = f.deprecated
+            if " or " not in new and (new in z or (D.ZERO.get(new) and D.ZERO[new].alias in z)):
+                continue  # ds-deprecated-with-replacement
+            extra = " (its value is NOT transferred)" if " or " in new else ""
+            yield ctx.report(("zero_optimization", old), f"'{old}' is deprecated{extra}", f"use '{new}' instead")
+
+
+_KIND_NAMES = {"bool": "a boolean", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
+               "dict": "a mapping", "model": "a mapping", "enum": "one of"}
+
+
+def _check_value(f: D.F, v: Any) -> Optional[str]:
+    """Return why pydantic (lax mode) rejects v for field f, or None."""
+    if v is None:
+        return None if f.optional else "null is not accepted"
+    k = f.kind
+    if k == "any":
+        return None
+    if k == "bool":
+        return None if D.as_bool(v) is not None else f"{v!r} is not a boolean"
+    if k == "int":
+        if isinstance(v, float) and v == v and v not in (math.inf, -math.inf) and v != int(v):
+            return f"{v!r} has a fractional part (int_from_float)"
+        i = D.as_int(v)
+        if i is None:
+            return f"{v!r} is not an integer (int_parsing)"
+        return _bounds(f, i)
+    if k == "float":
+        if isinstance(v, bool):
+            return f"{v!r} is a boolean, not a number"
+        x = D.as_float(v)
+        if x is None:
+            return f"{v!r} is not a number"
+        if x != x or x in (math.inf, -math.inf):
+            return f"{v!r} is not finite"
+        return _bounds(f, x)
+    if k == "str":
+        return None if isinstance(v, str) else f"{v!r} is not a string"
+    if k in ("dict", "model"):
+        return None if isinstance(v, dict) else f"{v!r} is not a mapping"
+    if k == "list":
+        return None if isinstance(v, list) else f"{v!r} is not a list"
+    if k == "enum":
+        for c in f.choices:
+            if isinstance(c, int):
+                i = D.as_int(v) if not (isinstance(v, float) and v != int(v)) else None
+                if i == c:
+                    return None
+            elif v == c:
+                return None
+        return f"{v!r} is not one of {', '.join(map(repr, f.choices))}"
+    return None
+
+
+def _bounds(f: D.F, x: float) -> Optional[str]:
+    if f.gt is not None and not x > f.gt:
+        return f"{x!r} must be > {f.gt:g}"
+    if f.ge is not None and not x >= f.ge:
+        return f"{x!r} must be >= {f.ge:g}"
+    if f.le is not None and not x <= f.le:
+        return f"{x!r} must be <= {f.le:g}"
+    return None
+
+
+@rule(id="ds-invalid-value", severity="error", family="deepspeed",
+      summary="wrong type or out-of-range value in a strict block (stage 0-3, offload device, integer fields, bounds)",
+      source="deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig (pydantic validation)")
+def invalid_value(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 15099494.4}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 15099494}}
+    ```
+    """
+    for name, fields, path, blk in _blocks(ctx):
+        lookup: Dict[str, Tuple[str, D.F]] = {}
+        for fname, f in fields.items():
+            lookup[fname] = (fname, f)
+            if f.alias:
+                lookup[f.alias] = (fname, f)
+        for k, v in blk.items():
+            if k not in lookup:
+                continue
+            fname, f = lookup[k]
+            if v == "auto":
+                continue  # ds-auto-* rules
+            if f.kind == "model":
+                if v is not None and not isinstance(v, dict):
+                    yield ctx.report(path + (k,), f"'{k}' must be a mapping, got {v!r}")
+                continue
+            why = _check_value(f, v)
+            if why:
+                yield ctx.report(path + (k,), f"'{'.'.join(path)}.{k}': {why}", _value_hint(f))
+    # fp16.loss_scale: a bool is rejected explicitly
+    ls = ctx.doc.get(("fp16", "loss_scale"))
+    if isinstance(ls, bool):
+        yield ctx.report(("fp16", "loss_scale"), "'fp16.loss_scale' must be a number, not a boolean",
+                         "0 for dynamic loss scaling, or a positive static scale")
+    # non-mapping blocks
+    for blk in ("fp16", "bf16", "bfloat16"):
+        v = ctx.doc.get((blk,))
+        if blk in ctx.doc.data and not isinstance(v, dict) and not (blk == "bfloat16" and "bf16" in ctx.doc.data):
+            yield ctx.report((blk,), f"'{blk}' must be a mapping such as {{\"enabled\": true}}, got {v!r} (TypeError)",
+                             f"write \"{blk}\": {{\"enabled\": {str(bool(v)).lower()}}}")
+    if "zero_optimization" in ctx.doc.data and not isinstance(ctx.doc.data["zero_optimization"], (dict, bool)):
+        yield ctx.report(("zero_optimization",), "'zero_optimization' must be a mapping (TypeError)",
+                         "write \"zero_optimization\": {\"stage\": 2}")
+    for name in ("tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "compile", "hybrid_engine",
+                 "tensor_parallel", "weight_quantization"):
+        if name in ctx.doc.data and not isinstance(ctx.doc.data[name], dict):
+            yield ctx.report((name,), f"'{name}' must be a mapping, got {ctx.doc.data[name]!r}")
+
+
+def _value_hint(f: D.F) -> str:
+    if f.kind == "enum":
+        return "use one of " + ", ".join(map(str, f.choices))
+    if f.kind == "int":
+        b = " >= 0" if f.ge is not None else (" > 0" if f.gt is not None else "")
+        return f"write an integer literal{b} (e.g. 15099494, not 15099494.4 or \"1e9\")"
+    if f.kind == "bool":
+        return "write true or false"
+    if f.kind == "float":
+        lo = f.ge if f.ge is not None else f.gt
+        return f"write a number" + (f" in [{lo:g}, {f.le:g}]" if f.le is not None and lo is not None else "")
+    return ""
+
+
+@rule(id="ds-bool-string", severity="warning", family="deepspeed",
+      summary="boolean written as a string (\"true\"/\"false\")",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel (pydantic lax bool)")
+def bool_string(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "activation_checkpointing": {"partition_activations": "false"}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "activation_checkpointing": {"partition_activations": false}}
+    ```
+
+    Effect: cfg.activation_checkpointing_config.partition_activations == "false"
+    """
+    for name, fields, path, blk in _blocks(ctx):
+        for k, v in blk.items():
+            f = fields.get(k)
+            if f is None:
+                f = next((x for x in fields.values() if x.alias == k), None)
+            if f is not None and f.kind == "bool" and isinstance(v, str) and v != "auto" and D.as_bool(v) is not None:
+                yield ctx.report(path + (k,), f"'{'.'.join(path)}.{k}' is the string {v!r}; DeepSpeed coerces it, "
+                                 "but Accelerate/Transformers compare it as a string", f"write {v.lower()} without quotes")
+    for blk, keys in D.LENIENT_BLOCKS.items():
+        b = ctx.doc.get((blk,))
+        if not isinstance(b, dict):
+            continue
+        for k, v in b.items():
+            if isinstance(v, str) and D.as_bool(v) is False and v.lower() in ("false", "no", "off"):
+                yield ctx.report((blk, k), f"'{blk}.{k}' is the string {v!r}; this block is read with dict.get, "
+                                 "so any non-empty string counts as true", "write false without quotes")
+    for k in ("prescale_gradients", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+              "wall_clock_breakdown", "memory_breakdown", "dataloader_drop_last"):
+        v = ctx.doc.get((k,))
+        if isinstance(v, str) and D.as_bool(v) is not None:
+            yield ctx.report((k,), f"'{k}' is the string {v!r}; read with dict.get, any non-empty string is true",
+                             f"write {v.lower()} without quotes")
+
+
+# ---------------------------------------------------------------- unknown keys (silent)
+@rule(id="ds-unknown-key", severity="warning", family="deepspeed",
+      summary="top-level key or key of a dict.get block that deepspeed never reads (silently ignored)",
+      source=f"{SRC_CFG}::DeepSpeedConfig._initialize_params")
+def unknown_key(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "comms_config": {"verbose": false}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "comms_logger": {"enabled": false}}
+    ```
+
+    Effect: not hasattr(cfg, "comms_config_") and cfg.comms_config.comms_logger_enabled is False
+    """
+    known = set(D.TOP_LEVEL_KEYS) | set(D.REMOVED_TOP_LEVEL) | set(D.TOP_LEVEL_TOLERATED)
+    for k in ctx.doc.data:
+        if k in known:
+            continue
+        cand = did_you_mean(k, sorted(set(D.TOP_LEVEL_KEYS)))
+        if k in ("comms_config",):
+            cand = "comms_logger"
+        elif k == "monitor_config":
+            cand = "tensorboard / wandb / csv_monitor"
+        yield ctx.report((k,), f"unknown top-level key {k!r} is silently ignored by deepspeed",
+                         f"did you mean {cand!r}?" if cand else "remove it or fix its name")
+    for blk, keys in D.LENIENT_BLOCKS.items():
+        b = ctx.doc.get((blk,))
+        if not isinstance(b, dict):
+            continue
+        for k in b:
+            if k not in keys:
+                cand = did_you_mean(k, keys)
+                yield ctx.report((blk, k), f"'{blk}.{k}' is not read by deepspeed (silently ignored)",
+                                 f"did you mean {cand!r}?" if cand else f"known keys: {', '.join(keys)}")
+
+
+# ---------------------------------------------------------------- "auto"
+def _auto_sites(ctx: Context):
+    for path, dotted in D.iter_auto(ctx.doc.data):
+        if dotted in D.DEEPSPEED_NATIVE_AUTO:
+            continue
+        yield path, dotted
+
+
+@rule(id="ds-auto-dropped", severity="warning", family="deepspeed", consumers=("deepspeed",),
+      summary="\"auto\" in a strict block: plain DeepSpeed drops it and the default applies",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel.__init__")
+def auto_dropped(ctx: Context):
+    """Oracle: consumer=deepspeed
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": "auto"}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2}}
+    ```
+
+    Effect: cfg.zero_optimization_stage == 0
+    """
+    for path, dotted in _auto_sites(ctx):
+        if path[0] not in D.STRICT_BLOCKS and path[0] != "bfloat16":
+            continue
+        fields = _fields_for(path)
+        f = fields.get(path[-1]) if fields else None
+        if f is None and fields:
+            f = next((x for x in fields.values() if x.alias == path[-1]), None)
+        default = "the default" if f is None else f"the default {f.default!r}"
+        extra = " - ZeRO is OFF" if dotted == "zero_optimization.stage" else ""
+        yield ctx.report(path, f"'{dotted}': \"auto\" is silently dropped by plain DeepSpeed; {default} applies{extra}",
+                         "write the value, or run through Accelerate / the Trainer which fill \"auto\"")
+
+
+def _fields_for(path: Tuple) -> Optional[Dict[str, D.F]]:
+    for name, (fields, p) in D.STRICT_BLOCKS.items():
+        if tuple(path[:-1]) == p:
+            return fields
+    if tuple(path[:-1]) == ("bfloat16",):
+        return D.BF16
+    return None
+
+
+@rule(id="ds-auto-unsupported", severity="error", family="deepspeed", consumers=("deepspeed",),
+      summary="\"auto\" outside the strict blocks: plain DeepSpeed fails on it",
+      source=f"{SRC_CFG}::DeepSpeedConfig._set_batch_related_parameters")
+def auto_unsupported(ctx: Context):
+    """Oracle: consumer=deepspeed
+
+    Fails:
+
+    ```json
+    {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 8}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 8}
+    ```
+    """
+    for path, dotted in _auto_sites(ctx):
+        if path[0] in D.STRICT_BLOCKS or path[0] == "bfloat16":
+            continue
+        if path[0] in ("optimizer", "scheduler", "train_batch_size", "train_micro_batch_size_per_gpu",
+                       "gradient_accumulation_steps", "gradient_clipping", "communication_data_type",
+                       "seq_parallel_communication_data_type", "gradient_allreduce_op", "gradient_predivide_factor"):
+            yield ctx.report(path, f"'{dotted}': \"auto\" is not filled by plain DeepSpeed and fails (TypeError / "
+                             "ValueError at init or at the first step)",
+                             "write a concrete value, or launch through Accelerate / the Trainer")
+        else:
+            yield ctx.report(path, f"'{dotted}': \"auto\" is kept as a string by plain DeepSpeed (a truthy value)",
+                             "write a concrete value", severity="warning")
+
+
+@rule(id="ds-auto-unfillable", severity="error", family="deepspeed", consumers=("accelerate", "transformers"),
+      summary="\"auto\" on a key that Accelerate / the Trainer cannot fill",
+      source="accelerate/utils/dataclasses.py::DeepSpeedPlugin.deepspeed_config_process")
+def auto_unfillable(ctx: Context):
+    """Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2, "overlap_comm": "auto"}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2, "overlap_comm": true}}
+    ```
+    """
+    fillable = D.ACCELERATE_AUTO_KEYS if ctx.consumer == "accelerate" else D.TRANSFORMERS_AUTO_KEYS
+    who = "Accelerate" if ctx.consumer == "accelerate" else "the Transformers Trainer"
+    for path, dotted in D.iter_auto(ctx.doc.data):
+        if dotted in fillable:
+            continue
+        alt = None
+        f = _fields_for(path)
+        if f and path[-1] in f and f[path[-1]].alias:
+            alt = ".".join(map(str, path[:-1] + (f[path[-1]].alias,)))
+        hint = (f"write a concrete value, or use the spelling {alt!r} which {who} fills" if alt and alt in fillable
+                else "write a concrete value")
+        yield ctx.report(path, f"'{dotted}': {who} cannot fill \"auto\" here (ValueError: not found in kwargs)", hint)
+
+
+@rule(id="ds-transformers-string-number", severity="error", family="deepspeed", consumers=("transformers",),
+      summary="a value the Trainer compares with TrainingArguments is a string (\"8\" is not 8)",
+      source="transformers/integrations/deepspeed.py::HfTrainerDeepSpeedConfig.fill_match")
+def transformers_string_number(ctx: Context):
+    """Oracle: consumer=transformers
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": "8", "gradient_accumulation_steps": "auto",
+     "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": "auto",
+     "zero_optimization": {"stage": 2}}
+    ```
+    """
+    for dotted in D.TRANSFORMERS_MATCHED_KEYS:
+        path = tuple(dotted.split("."))
+        v = ctx.doc.get(path)
+        if isinstance(v, str) and v != "auto":
+            yield ctx.report(path, f"'{dotted}' is the string {v!r}; the Trainer compares it with the "
+                             "TrainingArguments value and reports a mismatch", "write the number/boolean without "
+                             "quotes, or \"auto\"")
+
+
+# ---------------------------------------------------------------- batch sizes
+_BATCH = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+@rule(id="ds-batch-size-missing", severity="error", family="deepspeed",
+      summary="neither train_batch_size nor train_micro_batch_size_per_gpu is given",
+      source=f"{SRC_CFG}::DeepSpeedConfig._set_batch_related_parameters")
+def batch_missing(ctx: Context):
+    """Fails:
+
+    ```json
+    {"gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2}}
+    ```
+    """
+    d = ctx.doc.data
+    if "train_batch_size" not in d and "train_micro_batch_size_per_gpu" not in d:
+        yield ctx.report((), "neither train_batch_size nor train_micro_batch_size_per_gpu is set; deepspeed "
+                         "asserts that one of them is given", "add \"train_micro_batch_size_per_gpu\" (or \"auto\" "
+                         "under Accelerate / the Trainer)")
+
+
+@rule(id="ds-batch-size-invalid", severity="error", family="deepspeed",
+      summary="batch size values that break train_batch_size = micro x grad_acc x world (with --world-size)",
+      source=f"{SRC_CFG}::DeepSpeedConfig._batch_assertion")
+def batch_equation(ctx: Context):
+    """Oracle: world_size=1
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 10, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 3}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 9, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 3}
+    ```
+    """
+    d = ctx.doc.data
+    vals: Dict[str, Any] = {}
+    for k in _BATCH:
+        if k not in d or d[k] is None:
+            continue
+        v = d[k]
+        if v == "auto":
+            return  # filled by the consumer (or reported by ds-auto-unsupported)
+        if isinstance(v, str) or isinstance(v, bool) or not _num(v):
+            yield ctx.report((k,), f"'{k}' must be a positive integer, got {v!r} (TypeError in deepspeed's batch "
+                             "arithmetic)", "write an integer without quotes")
+            return
+        vals[k] = v
+    for k, v in vals.items():
+        if v <= 0:
+            yield ctx.report((k,), f"'{k}' must be > 0, got {v!r}", "use a positive integer")
+            return
+    W = ctx.options.world_size
+    tbs, mb, gas = (vals.get(k) for k in _BATCH)
+    where = ("train_batch_size",) if tbs is not None else (("train_micro_batch_size_per_gpu",) if mb else ())
+    if W is None:
+        # world size unknown: report only what no world size can satisfy
+        if tbs is not None and mb is not None and gas is not None:
+            if tbs % (mb * gas) != 0:
+                yield ctx.report(where, f"train_batch_size {tbs} is not a multiple of micro {mb} x grad_acc {gas}; "
+                                 "no world size satisfies train_batch_size = micro x grad_acc x world",
+                                 "fix one value, or give only two of the three")
+        elif tbs is not None and mb is not None and tbs % mb != 0:
+            yield ctx.report(where, f"train_batch_size {tbs} is not a multiple of micro {mb}; deepspeed derives "
+                             "gradient_accumulation_steps by floor division and the check then fails",
+                             "make train_batch_size a multiple of the micro batch size")
+        elif tbs is not None and gas is not None and mb is None and tbs % gas != 0:
+            yield ctx.report(where, f"train_batch_size {tbs} is not a multiple of grad_acc {gas}",
+                             "make train_batch_size a multiple of gradient_accumulation_steps")
+        return
+    # with a world size: replay deepspeed's derivation (floor division) and its assertion
+    if tbs is not None and mb is not None and gas is not None:
+        pass
+    elif tbs is not None and mb is not None:
+        gas = tbs // mb // W
+    elif tbs is not None and gas is not None:
+        mb = tbs // W // gas
+    elif mb is not None and gas is not None:
+        tbs = mb * gas * W
+    elif tbs is not None:
+        gas, mb = 1, tbs // W
+    elif mb is not None:
+        gas, tbs = 1, mb * W
+    else:
+        return
+    if mb <= 0 or gas <= 0 or tbs <= 0:
+        yield ctx.report(where, f"with world size {W} the derived batch values are train_batch_size={tbs}, "
+                         f"micro={mb}, grad_acc={gas}; all must be > 0", "raise train_batch_size or lower the "
+                         "world size")
+    elif tbs != mb * gas * W:
+        yield ctx.report(where, f"with world size {W}: {tbs} != {mb} x {gas} x {W} (train_batch_size != micro x "
+                         "grad_acc x world after deepspeed's floor-division derivation)",
+                         f"e.g. train_batch_size {mb * gas * W}, or give only micro and grad_acc")
+
+
+# ---------------------------------------------------------------- precision
+@rule(id="ds-fp16-and-bf16", severity="error", family="deepspeed",
+      summary="fp16 and bf16 both enabled",
+      source=f"{SRC_CFG}::DeepSpeedConfig._initialize_params")
+def fp16_and_bf16(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"enabled": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "fp16": {"enabled": false}, "bf16": {"enabled": true}}
+    ```
+    """
+    if D.enabled(ctx.doc, "fp16", ctx.consumer) and D.enabled(ctx.doc, "bf16", ctx.consumer):
+        yield ctx.report(("bf16", "enabled") if "bf16" in ctx.doc.data else ("bfloat16",),
+                         "fp16 and bf16 are both enabled (AssertionError: cannot both be enabled)",
+                         "enable only one of them")
+
+
+@rule(id="ds-dynamic-loss-scale-bounds", severity="error", family="deepspeed",
+      summary="fp16 dynamic loss scaling with loss_scale_window or min_loss_scale <= 0",
+      source="deepspeed/runtime/precision_config.py::DeepSpeedFP16Config._validate_dynamic_loss_scale_params")
+def dynamic_loss_scale_bounds(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale": 0, "min_loss_scale": 0}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale": 0, "min_loss_scale": 1}}
+    ```
+    """
+    if not D.enabled(ctx.doc, "fp16", ctx.consumer):
+        return
+    fp = ctx.doc.get(("fp16",), {})
+    ls = D.as_float(fp.get("loss_scale", 0))
+    if ls != 0:
+        return
+    for k in ("loss_scale_window", "min_loss_scale"):
+        v = fp.get(k)
+        if v is None or v == "auto":
+            continue
+        x = D.as_float(v)
+        if x is not None and x <= 0:
+            yield ctx.report(("fp16", k), f"'fp16.{k}' must be > 0 with dynamic loss scaling (loss_scale 0), got {v!r}",
+                             "use a positive integer (min_loss_scale 1 is the default)")
+
+
+@rule(id="ds-master-weights-need-zero", severity="error", family="deepspeed",
+      summary="fp16/bf16 master-weight or optimizer-state options without ZeRO 1-3",
+      source=f"{SRC_CFG}::DeepSpeedConfig._do_error_check")
+def master_weights(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
+     "zero_optimization": {"stage": 2}}
+    ```
+    """
+    st = _stage(ctx)
+    for blk, key in (("fp16", "fp16_master_weights_and_grads"), ("bf16", "bf16_master_weights_and_grads"),
+                     ("bf16", "bf16_optimizer_states")):
+        v = ctx.doc.get((blk, key))
+        if D.as_bool(v) is not True:
+            continue
+        if st == 0:
+            yield ctx.report((blk, key), f"'{blk}.{key}' requires ZeRO stage 1, 2 or 3 (AssertionError)",
+                             "set zero_optimization.stage to 1-3 or remove the option")
+        if key == "bf16_optimizer_states" and D.as_bool(ctx.doc.get(("bf16", "bf16_master_weights_and_grads"))) \
+                is not True:
+            yield ctx.report((blk, key), "'bf16.bf16_optimizer_states' requires bf16_master_weights_and_grads",
+                             "add \"bf16_master_weights_and_grads\": true")
+
+
+@rule(id="ds-param-dtype-mismatch", severity="error", family="deepspeed",
+      summary="data_types.param_dtype does not match the fp16/bf16 mode",
+      source=f"{SRC_ENGINE}::_assert_valid_mixed_precision_config")
+def param_dtype(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true}, "data_types": {"param_dtype": "fp32"}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "bf16": {"enabled": true}, "data_types": {"param_dtype": "bf16"}}
+    ```
+    """
+    v = ctx.doc.get(("data_types", "param_dtype"))
+    if v is None:
+        return
+    c = D.dtype_canonical(v)
+    if c is None:
+        yield ctx.report(("data_types", "param_dtype"), f"'data_types.param_dtype' {v!r} is not a valid DtypeEnum",
+                         "use fp32, fp16 or bf16")
+        return
+    fp16, bf16 = D.enabled(ctx.doc, "fp16", ctx.consumer), D.enabled(ctx.doc, "bf16", ctx.consumer)
+    if fp16 is None or bf16 is None:
+        return
+    mode = "fp16" if fp16 else ("bf16" if bf16 else "fp32")
+    if c != mode:
+        yield ctx.report(("data_types", "param_dtype"), f"data_types.param_dtype {v!r} conflicts with the precision "
+                         f"mode ({mode}) (AssertionError at initialize)", f"set it to {mode!r} or remove it")
+
+
+@rule(id="ds-invalid-enum-value", severity="error", family="deepspeed",
+      summary="bad value of a dict.get-read option (communication_data_type, gradient_allreduce_op, "
+              "torch_autocast.dtype, checkpoint.tag_validation, keep_in_fp32_modules, data_types dtypes)",
+      source=f"{SRC_CFG}::get_communication_data_type")
+def invalid_enum(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "communication_data_type": "fp8"}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "communication_data_type": "bf16"}
+    ```
+    """
+    d = ctx.doc
+    for k in ("communication_data_type", "seq_parallel_communication_data_type"):
+        v = d.get((k,))
+        if v is None or v == "auto" and ctx.consumer != "deepspeed":
+            continue
+        if not isinstance(v, str) or v.lower() not in ("fp32", "fp16", "bf16"):
+            yield ctx.report((k,), f"invalid {k} {v!r} (ValueError)", "use fp32, fp16 or bf16")
+    v = d.get(("gradient_allreduce_op",))
+    if v is not None and not (isinstance(v, str) and v.lower() in ("mean", "sum")):
+        yield ctx.report(("gradient_allreduce_op",), f"invalid gradient_allreduce_op {v!r} (ValueError)",
+                         "use mean or sum")
+    v = d.get(("torch_autocast", "dtype"))
+    if v is not None and D.dtype_canonical(v) is None:
+        yield ctx.report(("torch_autocast", "dtype"), f"torch_autocast.dtype {v!r} is not a valid DtypeEnum",
+                         "use bf16, fp16 or fp32")
+    for k in ("grad_accum_dtype", "buffer_dtype"):
+        v = d.get(("data_types", k))
+        if v is not None and D.dtype_canonical(v) is None:
+            yield ctx.report(("data_types", k), f"data_types.{k} {v!r} is not a valid DtypeEnum (fails at "
+                             "initialize)", "use fp32, fp16 or bf16")
+    v = d.get(("data_types", "keep_in_fp32_modules"))
+    if v is not None and v != "auto" and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+        yield ctx.report(("data_types", "keep_in_fp32_modules"), "data_types.keep_in_fp32_modules must be \"auto\" "
+                         "or a list of module names (DeepSpeedConfigError)", "e.g. [\"lm_head\"]")
+    ck = d.get(("checkpoint",))
+    if isinstance(ck, dict):
+        v = ck.get("tag_validation")
+        if v is not None and not (isinstance(v, str) and v.upper() in ("WARN", "IGNORE", "FAIL")):
+            yield ctx.report(("checkpoint", "tag_validation"), f"checkpoint.tag_validation {v!r} is not "
+                             "Warn/Ignore/Fail (DeepSpeedConfigError)", "use Warn, Ignore or Fail")
+        pw = ck.get("parallel_write")
+        if isinstance(pw, dict) and "pipeline_stage" in pw and not isinstance(pw["pipeline_stage"], bool):
+            yield ctx.report(("checkpoint", "parallel_write", "pipeline_stage"), "checkpoint.parallel_write."
+                             "pipeline_stage must be a boolean (DeepSpeedConfigError)", "write true or false")
+
+
+# ---------------------------------------------------------------- ZeRO cross-field
+@rule(id="ds-offload-ignored", severity="warning", family="deepspeed",
+      summary="offload_param / nvme offload / stage3_* options at a ZeRO stage that ignores them",
+      source=SRC_ZERO)
+def offload_ignored(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
+    ```
+
+    Effect: cfg.zero_optimization_stage == 2 and cfg.zero_config.offload_param.device == "cpu"
+    """
+    st = _stage(ctx)
+    if st is None or st == 3:
+        return
+    z = ctx.doc.get(("zero_optimization",))
+    if not isinstance(z, dict):
+        return
+    if D.offload_device(ctx.doc, "offload_param", ctx.consumer) in ("cpu", "nvme"):
+        p = ("zero_optimization", "offload_param") if "offload_param" in z else ("zero_optimization", "cpu_offload_param")
+        yield ctx.report(p, f"offload_param is only used by ZeRO stage 3; at stage {st} it is silently ignored",
+                         "set stage 3 or remove offload_param")
+    dev = D.offload_device(ctx.doc, "offload_optimizer", ctx.consumer)
+    if st in (1, 2) and dev == "nvme":
+        yield ctx.report(("zero_optimization", "offload_optimizer", "device"), f"NVMe optimizer offload needs ZeRO "
+                         f"stage 3; at stage {st} it is treated as CPU offload", "use device cpu or stage 3")
+    if st == 0 and dev in ("cpu", "nvme"):
+        yield ctx.report(("zero_optimization", "offload_optimizer"), "offload_optimizer without ZeRO (stage 0) is "
+                         "ignored", "set stage 1-3 or remove offload_optimizer")
+    for k in z:
+        if isinstance(k, str) and k.startswith("stage3_") and k in {f.alias for f in D.ZERO.values() if f.alias} \
+                and z[k] != "auto":
+            yield ctx.report(("zero_optimization", k), f"'{k}' only applies to ZeRO stage 3 (stage is {st})",
+                             "remove it or set stage 3", severity="info")
+
+
+@rule(id="ds-nvme-path-missing", severity="error", family="deepspeed",
+      summary="NVMe offload without nvme_path",
+      source="deepspeed/runtime/zero/stage3.py::DeepSpeedZeroOptimizer_Stage3._configure_tensor_swapping")
+def nvme_path_missing(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3,
+     "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"}}}
+    ```
+    """
+    st = _stage(ctx)
+    for which in ("offload_param", "offload_optimizer"):
+        if D.offload_device(ctx.doc, which, ctx.consumer) != "nvme":
+            continue
+        blk = ctx.doc.get(("zero_optimization", which), {})
+        p = blk.get("nvme_path") if isinstance(blk, dict) else None
+        if p is None or (p == "auto" and ctx.consumer == "deepspeed"):
+            if st == 3 or st is None or which == "offload_param":
+                yield ctx.report(("zero_optimization", which, "device"), f"{which}.device is nvme but nvme_path is "
+                                 "not set (TypeError / AssertionError when ZeRO-3 sets up swapping)",
+                                 "add \"nvme_path\": \"/path/to/local/nvme\"")
+        elif p == "auto" and ctx.consumer in ("accelerate", "transformers"):
+            yield ctx.report(("zero_optimization", which, "nvme_path"), "nvme_path \"auto\" is filled by Accelerate "
+                             "with offload_*_nvme_path, default the string \"none\" (a relative directory)",
+                             "write the NVMe mount path", severity="warning")
+
+
+@rule(id="ds-partial-offload-stage", severity="error", family="deepspeed",
+      summary="offload_optimizer.ratio < 1 (partial offload) below ZeRO stage 3",
+      source="deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig.offload_ratio_check")
+def partial_offload(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2,
+     "offload_optimizer": {"device": "cpu", "ratio": 0.3}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 3,
+     "offload_optimizer": {"device": "cpu", "ratio": 0.3}}}
+    ```
+    """
+    r = ctx.doc.get(("zero_optimization", "offload_optimizer", "ratio"))
+    x = D.as_float(r) if r != "auto" else None
+    st = _stage(ctx)
+    if x is not None and x < 1 and st is not None and st != 3:
+        yield ctx.report(("zero_optimization", "offload_optimizer", "ratio"), f"partial offload (ratio {r}) is only "
+                         f"supported with ZeRO stage 3 (stage is {st}; ValidationError)",
+                         "set stage 3 or ratio 1.0")
+
+
+@rule(id="ds-allreduce-sum", severity="error", family="deepspeed",
+      summary="gradient_allreduce_op sum with ZeRO-3, ZenFlow or DeepCompile",
+      source=f"{SRC_CFG}::DeepSpeedConfig._do_error_check")
+def allreduce_sum(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 3}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 2}}
+    ```
+    """
+    v = ctx.doc.get(("gradient_allreduce_op",))
+    if not (isinstance(v, str) and v.lower() == "sum"):
+        return
+    if _stage(ctx) == 3:
+        yield ctx.report(("gradient_allreduce_op",), "gradient_allreduce_op 'sum' is not supported with ZeRO stage 3 "
+                         "(ValueError)", "use mean, or ZeRO stage 0-2")
+    if isinstance(ctx.doc.get(("zero_optimization", "zenflow")), dict):
+        yield ctx.report(("gradient_allreduce_op",), "gradient_allreduce_op 'sum' is not supported with ZenFlow",
+                         "use mean")
+    if D.as_bool(ctx.doc.get(("compile", "deepcompile"))):
+        yield ctx.report(("gradient_allreduce_op",), "gradient_allreduce_op 'sum' is not supported with DeepCompile",
+                         "use mean")
+
+
+@rule(id="ds-compute-grad-norm", severity="error", family="deepspeed",
+      summary="compute_grad_norm false outside ZeRO 1/2, or with gradient clipping / optimizer offload",
+      source="deepspeed/runtime/zero/stage_1_and_2.py::DeepSpeedZeroOptimizer.__init__")
+def compute_grad_norm(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "torch_adam": true}},
+     "zero_optimization": {"stage": 2, "compute_grad_norm": false}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "gradient_clipping": 0, "optimizer": {"type": "AdamW",
+     "params": {"lr": 0.001, "torch_adam": true}}, "zero_optimization": {"stage": 2, "compute_grad_norm": false}}
+    ```
+    """
+    v = ctx.doc.get(("zero_optimization", "compute_grad_norm"))
+    if D.as_bool(v) is not False:
+        return
+    p = ("zero_optimization", "compute_grad_norm")
+    st = _stage(ctx)
+    if st is None:
+        return
+    if st not in (1, 2):
+        yield ctx.report(p, f"compute_grad_norm false is only supported with ZeRO stage 1 or 2 (stage {st}; "
+                         "ValidationError)", "remove it or use stage 1/2")
+        return
+    gc = ctx.doc.get(("gradient_clipping",), 1.0)
+    if gc != "auto" and (D.as_float(gc) or 0) > 0:
+        yield ctx.report(p, f"compute_grad_norm false requires gradient_clipping 0 (it is {gc!r}; the default is "
+                         "1.0) (ValueError)", "add \"gradient_clipping\": 0")
+    if D.offload_device(ctx.doc, "offload_optimizer", ctx.consumer) in ("cpu", "nvme"):
+        yield ctx.report(p, "compute_grad_norm false does not support optimizer offload (ValueError)",
+                         "remove offload_optimizer or compute_grad_norm")
+    if isinstance(ctx.doc.get(("zero_optimization", "zenflow")), dict):
+        yield ctx.report(p, "compute_grad_norm false does not support ZenFlow (ValueError)", "remove one of them")
+
+
+@rule(id="ds-predivide-prescale-zero", severity="error", family="deepspeed",
+      summary="gradient_predivide_factor != 1 or prescale_gradients with ZeRO-2/3 reduce-scatter",
+      source="deepspeed/runtime/zero/stage_1_and_2.py::DeepSpeedZeroOptimizer.__init__")
+def predivide(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "gradient_predivide_factor": 2.0,
+     "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "torch_adam": true}}, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "gradient_predivide_factor": 2.0,
+     "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "torch_adam": true}}, "zero_optimization": {"stage": 1}}
+    ```
+    """
+    st = _stage(ctx)
+    if st not in (2, 3):
+        return
+    rs = ctx.doc.get(("zero_optimization", "reduce_scatter"), True)
+    if D.as_bool(rs) is False:
+        return
+    f = ctx.doc.get(("gradient_predivide_factor",))
+    if f is not None and _num(f) and f != 1.0:
+        yield ctx.report(("gradient_predivide_factor",), f"gradient_predivide_factor {f} is not supported with "
+                         f"ZeRO-{st} with reduce_scatter (AssertionError)", "remove it, or set reduce_scatter false")
+    if D.as_bool(ctx.doc.get(("prescale_gradients",))) is True:
+        yield ctx.report(("prescale_gradients",), f"prescale_gradients is not supported with ZeRO-{st} with "
+                         "reduce_scatter (AssertionError)", "remove it, or set reduce_scatter false")
+
+
+@rule(id="ds-legacy-stage1", severity="error", family="deepspeed",
+      summary="zero_optimization.legacy_stage1 true (removed)",
+      source=f"{SRC_ENGINE}::_configure_zero_optimizer")
+def legacy_stage1(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "torch_adam": true}},
+     "zero_optimization": {"stage": 1, "legacy_stage1": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "torch_adam": true}},
+     "zero_optimization": {"stage": 1}}
+    ```
+    """
+    if D.as_bool(ctx.doc.get(("zero_optimization", "legacy_stage1"))) is True:
+        yield ctx.report(("zero_optimization", "legacy_stage1"), "legacy_stage1 is not supported in deepspeed >= "
+                         "0.5.9 (Exception at initialize)", "remove it")
+
+
+@rule(id="ds-zero-legacy-bool", severity="warning", family="deepspeed",
+      summary="zero_optimization given as true/false (legacy format)",
+      source="deepspeed/runtime/zero/config.py::get_zero_config")
+def zero_legacy_bool(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": true}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 1}}
+    ```
+
+    Effect: cfg.zero_optimization_stage == 1
+    """
+    v = ctx.doc.get(("zero_optimization",))
+    if isinstance(v, bool):
+        yield ctx.report(("zero_optimization",), f"\"zero_optimization\": {str(v).lower()} is the legacy format "
+                         f"(means stage {1 if v else 0})", f"write {{\"stage\": {1 if v else 0}}}")
+
+
+# ---------------------------------------------------------------- optimizer
+@rule(id="ds-optimizer-without-type", severity="error", family="deepspeed",
+      summary="optimizer block without type (fails at the first step); scheduler without type is ignored",
+      source=f"{SRC_CFG}::get_optimizer_name")
+def optimizer_without_type(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"params": {"lr": 0.001}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}}
+    ```
+    """
+    o = ctx.doc.get(("optimizer",))
+    if isinstance(o, dict) and "type" not in o:
+        yield ctx.report(("optimizer",), "optimizer block without \"type\": deepspeed ignores it and the first "
+                         "step() fails unless the code passes an optimizer", "add \"type\": \"AdamW\" (or remove "
+                         "the block)")
+    s = ctx.doc.get(("scheduler",))
+    if isinstance(s, dict) and "type" not in s:
+        yield ctx.report(("scheduler",), "scheduler block without \"type\" is silently ignored",
+                         "add \"type\": \"WarmupLR\" (or remove the block)", severity="warning")
+
+
+@rule(id="ds-max-grad-norm-in-optimizer", severity="error", family="deepspeed",
+      summary="max_grad_norm inside optimizer.params",
+      source=f"{SRC_ENGINE}::_configure_basic_optimizer")
+def max_grad_norm(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "max_grad_norm": 1.0}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "gradient_clipping": 1.0, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}}
+    ```
+    """
+    if ctx.doc.has(("optimizer", "params", "max_grad_norm")) and ctx.doc.has(("optimizer", "type")):
+        yield ctx.report(("optimizer", "params", "max_grad_norm"), "'max_grad_norm' is not an optimizer parameter "
+                         "(ValueError when deepspeed builds the optimizer)", "remove it and set top-level "
+                         "\"gradient_clipping\"")
+
+
+@rule(id="ds-lamb-needs-dynamic-loss-scale", severity="error", family="deepspeed",
+      summary="lamb optimizer with a static fp16 loss scale",
+      source=f"{SRC_ENGINE}::_do_sanity_check")
+def lamb_dynamic(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "Lamb", "params": {"lr": 0.001}},
+     "fp16": {"enabled": false, "loss_scale": 128}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "Lamb", "params": {"lr": 0.001}},
+     "fp16": {"enabled": false, "loss_scale": 0}}
+    ```
+    """
+    t = ctx.doc.get(("optimizer", "type"))
+    if not (isinstance(t, str) and t.lower() == "lamb"):
+        return
+    ls = ctx.doc.get(("fp16", "loss_scale"), 0)
+    x = D.as_float(ls) if ls != "auto" else 0
+    if x not in (0, None):
+        yield ctx.report(("fp16", "loss_scale"), f"the lamb optimizer requires dynamic loss scaling (fp16.loss_scale 0),"
+                         f" got {ls!r} (AssertionError at initialize)", "set fp16.loss_scale to 0")
+
+
+@rule(id="ds-untested-optimizer-zero", severity="error", family="deepspeed",
+      summary="optimizer outside ZeRO's tested list without zero_allow_untested_optimizer",
+      source=f"{SRC_ENGINE}::_do_optimizer_sanity_check")
+def untested_optimizer(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "zero_optimization": {"stage": 1}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "zero_optimization": {"stage": 1},
+     "zero_allow_untested_optimizer": true}
+    ```
+    """
+    t = ctx.doc.get(("optimizer", "type"))
+    if not isinstance(t, str) or t == "auto":
+        return
+    if t.lower() in D.REMOVED_OPTIMIZERS:
+        return
+    if not (t.lower() in D.DS_OPTIMIZERS or t in D.TORCH_OPTIMIZERS):
+        return  # ds-unknown-optimizer
+    if t.lower() in D.ZERO_TESTED_OPTIMIZERS:
+        return
+    st = _stage(ctx)
+    if not st:
+        return
+    if D.as_bool(ctx.doc.get(("zero_allow_untested_optimizer",))) is True:
+        return
+    yield ctx.report(("optimizer", "type"), f"optimizer {t!r} is not in ZeRO's tested list; with ZeRO stage {st} "
+                     "deepspeed asserts unless zero_allow_untested_optimizer is true",
+                     "add \"zero_allow_untested_optimizer\": true")
+
+
+# ---------------------------------------------------------------- syntax per consumer
+_STRICT_REJECTS = ("comment", "trailing-comma", "missing-comma", "unquoted-key", "single-quoted-string",
+                   "quoteless-string", "multiline-string", "root-braces-omitted", "bom")
+
+
+@rule(id="ds-json-syntax", severity="error", family="deepspeed",
+      summary="HJSON syntax (comments, trailing commas ...) that a strict-JSON consumer rejects",
+      source="accelerate/utils/deepspeed.py::HfDeepSpeedConfig.__init__ (json.load)")
+def json_syntax(ctx: Context):
+    """Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 8, // per device
+     "zero_optimization": {"stage": 2},}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 8, "zero_optimization": {"stage": 2}}
+    ```
+    """
+    seen = set()
+    for kind, line, col in ctx.doc.lenient_features:
+        if ctx.consumer == "deepspeed":
+            if kind != "nan-infinity":
+                continue
+            msg = "NaN/Infinity is not valid HJSON (deepspeed's hjson loader reads it as a string or fails)"
+        else:
+            if kind not in _STRICT_REJECTS or kind in seen:
+                continue
+            seen.add(kind)
+            msg = (f"{kind.replace('-', ' ')} is HJSON, not JSON: {ctx.consumer} reads the file with json.load and "
+                   "fails (plain deepspeed would accept it)")
+        yield ctx.report((), msg, "remove it to make the file strict JSON", line=line, col=col)
+
+
+@rule(id="ds-accelerate-needs-zero-block", severity="error", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="config without zero_optimization (Accelerate's DeepSpeedPlugin rejects it)",
+      source="accelerate/utils/dataclasses.py::DeepSpeedPlugin.__post_init__")
+def accelerate_needs_zero(ctx: Context):
+    """Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 0}}
+    ```
+    """
+    if "zero_optimization" not in ctx.doc.data:
+        yield ctx.report((), "no \"zero_optimization\" block: Accelerate raises \"Please specify the ZeRO "
+                         "optimization config in the DeepSpeed config\"", "add \"zero_optimization\": {\"stage\": 0} "
+                         "(or the stage you want)")
