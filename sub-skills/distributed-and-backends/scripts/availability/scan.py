@@ -565,12 +565,14 @@ def conflicts_report(env, packages):
         if mod in NAMESPACE_OK or rec["module_kind"] == "namespace":
             continue
         provs = env.providers(mod)
+        for d in provs:
+            d.metadata()
         keys = {d.key for d in provs}
         if len(keys) > 1:
             out.append({
                 "module": mod,
                 "target": name,
-                "dists": ["%s %s" % (d.name, d.metadata() and d.version) for d in provs],
+                "dists": ["%s %s" % (d.name, d.version) for d in provs],
                 "paths": [d.path for d in provs],
                 "message": "%d distributions provide the module %r: %s; the files on disk belong to "
                            "whichever was installed last" % (len(keys), mod, ", ".join(sorted({d.name for d in provs}))),
@@ -582,7 +584,8 @@ def nccl_report(env, torch_dist):
     wheels = []
     for d in env.dists:
         if re.match(r"^nvidia-nccl(-cu\d+)?$", d.key):
-            wheels.append({"dist": d.metadata() and d.name, "version": d.version, "path": d.path})
+            d.metadata()
+            wheels.append({"dist": d.name, "version": d.version, "path": d.path})
     findings = []
     majors = {re.sub(r"^nvidia-nccl-?", "", normalize(w["dist"])) for w in wheels}
     if len(wheels) > 1:
@@ -611,6 +614,7 @@ def torch_plugins(env):
     out = []
     for d in env.dists:
         for name, target in d.entry_points("torch.backends"):
+            d.metadata()
             out.append({"dist": d.name, "name": name, "target": target})
     return out
 
