@@ -31,6 +31,12 @@ NAMESPACES = [
     "accelerate.utils.dataclasses",
     "accelerate.parallelism_config",
     "accelerate.local_sgd",
+    "accelerate.state",
+    "accelerate.utils.deepspeed",
+    "deepspeed.ops.adam",
+    "deepspeed.runtime.zero.utils",
+    "torch.amp",
+    "importlib.metadata",
     "accelerate.commands.config.config_args",
     "deepspeed",
     "deepspeed.runtime.zero.config",
@@ -143,7 +149,17 @@ def facts():
                  "FSDP_STATE_DICT_TYPE", "FSDP2_STATE_DICT_TYPE", "DEEPSPEED_MULTINODE_LAUNCHERS",
                  "TORCH_DYNAMO_MODES"):
         values.update(str(v) for v in getattr(C, name, []))
+    import accelerate.utils.dataclasses as D
+    from accelerate.parallelism_config import ParallelismConfig
+    from accelerate import Accelerator
+    plugin_fields = set(inspect.signature(Accelerator.__init__).parameters) - {"self"}
+    for obj in list(vars(D).values()) + [ParallelismConfig]:
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+            plugin_fields.update(f.name for f in dataclasses.fields(obj))
+    constants = {k: v for k, v in vars(C).items() if k.isupper() and isinstance(v, str)}
     return {
+        "plugin_fields": sorted(plugin_fields),
+        "constants": constants,
         "cluster_fields": sorted(f.name for f in dataclasses.fields(ClusterConfig)),
         "sagemaker_fields": sorted(f.name for f in dataclasses.fields(SageMakerConfig)),
         "launch_flags": sorted(flags),
@@ -238,9 +254,42 @@ def run_snippet(name: str, code: str):
         os.environ.update(saved)
 
 
+def estimates(grid):
+    """DeepSpeed's own estimators for each (P, L, G, M) in grid."""
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs as z2
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs as z3
+
+    out = []
+    for P, L, G, M in grid:
+        row = {"P": P, "L": L, "G": G, "M": M}
+        row["zero2 none"] = z2(P, num_gpus_per_node=G, num_nodes=M, cpu_offload=False)[::-1]
+        row["zero2 optimizer"] = z2(P, num_gpus_per_node=G, num_nodes=M, cpu_offload=True)[::-1]
+        row["zero3 none"] = z3(P, L, num_gpus_per_node=G, num_nodes=M, cpu_offload=False, zero_init=True)[1::-1]
+        row["zero3 optimizer"] = z3(P, L, num_gpus_per_node=G, num_nodes=M, cpu_offload=True,
+                                    cpu_offload_params=False, zero_init=True)[1::-1]
+        row["zero3 optimizer+param"] = z3(P, L, num_gpus_per_node=G, num_nodes=M, cpu_offload=True,
+                                          cpu_offload_params=True, zero_init=True)[1::-1]
+        out.append(row)
+    return out
+
+
+def to_fsdp2(paths):
+    import yaml
+    from accelerate.commands import to_fsdp2 as T
+
+    keymap = {k: (v if isinstance(v, str) else v.name) for k, v in T.ARGUMENT_KEY_MAPPING.items()}
+    converted = {}
+    for p in paths:
+        with open(p) as fh:
+            converted[p] = T.convert_config_to_fsdp2(yaml.safe_load(fh))
+    return {"key_mapping": keymap, "value_mapping": T.ARGUMENT_VALUE_MAPPING, "converted": converted}
+
+
 def main():
     req = json.load(sys.stdin)
     ans = {"facts": facts()}
+    ans["estimates"] = estimates(req.get("estimates", []))
+    ans["to_fsdp2"] = to_fsdp2(req.get("to_fsdp2", []))
     ans["examples"] = [simulate(p) for p in req.get("examples", [])]
     ans["snippets"] = [run_snippet(n, c) for n, c in req.get("snippets", [])]
     res = {}
