@@ -117,6 +117,25 @@ def called_names(tree: ast.Module) -> list[str]:
     return sorted(names)
 
 
+def messages(tree: ast.Module) -> list[str]:
+    """String pieces of assert messages, raised exceptions and print calls (user-visible text)."""
+    found = set()
+
+    def pieces(node):
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.strip():
+                found.add(sub.value)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            pieces(node.msg)
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            pieces(node.exc)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+            pieces(node)
+    return sorted(found)
+
+
 def dict_keys_assigned(tree: ast.Module, var: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var
@@ -160,6 +179,7 @@ def main(argv=None) -> int:
         facts["scripts"][script] = {
             "flags": extract_flags(tree),
             "called": called_names(tree),
+            "messages": messages(tree),
             "calls_wrap_arg_parser": bool(call_keywords(tree, "wrap_arg_parser")),
         }
     vae, dalle, gen = trees["train_vae.py"], trees["train_dalle.py"], trees["generate.py"]

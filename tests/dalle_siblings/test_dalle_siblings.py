@@ -598,3 +598,35 @@ def test_data_pipeline_facts():
     for needle in ("`*.png`, `*.jpg`, `*.jpeg`, `*.bmp`", "`*.txt`", "stem", "`drop_last=True`",
                    "curl -L -s", "gsutil cat", "4 workers"):
         assert needle in doc, needle
+
+
+# ----------------------------------------------------------------------------- quoted messages
+
+def _wheel_text(name: str) -> str:
+    return (package_dir("dalle_pytorch") / name).read_text(encoding="utf-8")
+
+
+# (document, fragment quoted in it, where the fragment must occur)
+QUOTED = [
+    ("vae-training/references/train-vae-script.md", "folder does not contain any images", "train_vae.py"),
+    ("vae-training/references/train-vae-script.md", "image size must be a power of 2", "dalle_pytorch.py"),
+    ("dalle-training/references/data-and-tokenizers.md", "dataset is empty", "train_dalle.py"),
+    ("dalle-training/references/data-and-tokenizers.md", "No folder, no .tar(.gz) and no url", "train_dalle.py"),
+    ("dalle-training/references/data-and-tokenizers.md", "is too long for context length", "tokenizer.py"),
+    ("dalle-training/references/train-dalle-flags.md", "is too long for context length", "tokenizer.py"),
+    ("dalle-training/references/checkpoints-and-resume.md", "is too long for context length", "tokenizer.py"),
+    ("dalle-training/references/checkpoints-and-resume.md", "torch version must be <= 1.10", "vae.py"),
+    ("dalle-training/references/dalle-model-arguments.md", "is not valid", "transformer.py"),
+    ("generation-and-ranking/references/generate-script.md", "created ", "generate.py"),
+    ("generation-and-ranking/references/generate-script.md", " images at \"", "generate.py"),
+]
+
+
+@pytest.mark.parametrize("doc,fragment,source", QUOTED)
+def test_quoted_messages_exist_in_source(doc, fragment, source):
+    assert fragment in (REPO / "sub-skills" / doc).read_text(encoding="utf-8")
+    scripts = facts()["scripts"]
+    if source in scripts:
+        assert any(fragment in m for m in scripts[source]["messages"]), (source, fragment)
+    else:
+        assert fragment in _wheel_text(source), (source, fragment)
