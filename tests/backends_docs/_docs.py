@@ -258,3 +258,16 @@ def _exact_case(p: Path) -> bool:
         if part.name not in {c.name for c in part.parent.iterdir()}:
             return False
     return True
+
+
+def accelerate_examples():
+    """accelerate config files among the examples (DeepSpeed JSONs are referenced by them)."""
+    import json
+
+    out = []
+    for p in sorted(EXAMPLES.iterdir()):
+        if p.suffix in (".yaml", ".yml"):
+            out.append(p)
+        elif p.suffix == ".json" and "zero_optimization" not in json.loads(p.read_text()):
+            out.append(p)
+    return out

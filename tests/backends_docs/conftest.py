@@ -33,17 +33,6 @@ def docs():
     return {p: p.read_text(encoding="utf-8") for p in D.DOCS}
 
 
-def accelerate_examples():
-    """accelerate config files among the examples (DeepSpeed JSONs are referenced by them)."""
-    out = []
-    for p in sorted(D.EXAMPLES.iterdir()):
-        if p.suffix in (".yaml", ".yml"):
-            out.append(p)
-        elif p.suffix == ".json" and "zero_optimization" not in json.loads(p.read_text()):
-            out.append(p)
-    return out
-
-
 def python_snippets(docs):
     out = []
     for path, text in docs.items():
@@ -64,7 +53,7 @@ def oracle(docs):
     class_table = [D.spans_in(r[0])[0] for r in D.table_rows(docs[D.REFS / "api-reference.md"], "Class")]
     runnable = [(n, b) for n, b in python_snippets(docs) if not b.startswith("# cpu: no-run")]
     req = {
-        "examples": [str(p.relative_to(D.REPO)) for p in accelerate_examples()],
+        "examples": [str(p.relative_to(D.REPO)) for p in D.accelerate_examples()],
         "snippets": runnable,
         "imports": imports,
         "classes": sorted(set(classes) | set(class_table)),
