@@ -203,6 +203,7 @@ def main(argv=None) -> int:
         "webloader_keywords": call_keywords(dalle, "WebLoader"),
         "stream_prefixes": string_constants(dalle, r"^pipe:"),
         "torch_load_keywords": call_keywords(dalle, "load"),
+        "model_call_keywords": call_keywords(dalle, "distr_dalle"),
     })
     facts["scripts"]["generate.py"].update({
         "generate_images_keywords": call_keywords(gen, "generate_images"),

@@ -630,3 +630,12 @@ def test_quoted_messages_exist_in_source(doc, fragment, source):
         assert any(fragment in m for m in scripts[source]["messages"]), (source, fragment)
     else:
         assert fragment in _wheel_text(source), (source, fragment)
+
+
+def test_train_dalle_never_trains_with_null_cond_prob():
+    f = facts()["scripts"]["train_dalle.py"]
+    assert f["model_call_keywords"] == [["return_loss"]]
+    fwd = signature(find_def(parse_source(package_dir("dalle_pytorch") / "dalle_pytorch.py"), "DALLE.forward"))
+    assert fwd["null_cond_prob"] == 0.0
+    doc = (REPO / "sub-skills/generation-and-ranking/references/clip-reranking.md").read_text()
+    assert "`null_cond_prob > 0`, which `train_dalle.py` never sets" in doc
