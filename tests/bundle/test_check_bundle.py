@@ -504,3 +504,13 @@ def test_real_bundle_cli_exit_0(lint):
                         "--format", "json"], capture_output=True, text=True, timeout=60, cwd=lint.repo)
     data = json.loads(r.stdout)
     assert data["findings"] == [] and r.returncode == 0, r.stdout[:2000]
+
+
+# --------------------------------------------------------------------------- limits agree with the strict validators
+
+def test_linter_limits_match_recorded_validator_facts(lint):
+    spec = json.loads((lint.repo / "tests" / "bundle" / "spec_facts.json").read_text())
+    ref, qv, m = spec["skills_ref"], spec["quick_validate"], lint.module
+    assert sorted(m.SPEC_FIELDS) == ref["ALLOWED_FIELDS"] == qv["ALLOWED_PROPERTIES"]
+    assert (m.MAX_NAME, m.MAX_DESCRIPTION, m.MAX_COMPATIBILITY) == (
+        ref["MAX_SKILL_NAME_LENGTH"], ref["MAX_DESCRIPTION_LENGTH"], ref["MAX_COMPATIBILITY_LENGTH"])
