@@ -752,7 +752,7 @@ def block_ignored(ctx):
               "mpirun_config": e.launcher == "simple"}
     for block, used in wanted.items():
         b = d.get(block)
-        if isinstance(b, dict) and b and not used:
+        if isinstance(b, dict) and b and not used and "distributed_type" in d:
             ctx.report((block,), f"{block} is ignored with distributed_type {fmt(e.dt)}",
                        "remove the block, or set the distributed_type that uses it")
     return ()

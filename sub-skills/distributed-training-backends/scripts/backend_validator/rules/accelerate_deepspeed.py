@@ -1,0 +1,399 @@
+"""Accelerate ``deepspeed_config`` block rules (distributed_type DEEPSPEED, accelerate 1.15.0).
+
+These look only at the Accelerate file. The DeepSpeed JSON that
+``deepspeed_config_file`` names is checked by the deepspeed/cross rule families.
+"""
+from __future__ import annotations
+
+from ..core import rule
+from . import accelerate_schema as S
+from ._acc import eff, fmt, report_unknown
+
+PLUGIN = "accelerate/utils/dataclasses.py::DeepSpeedPlugin.__post_init__"
+ENV = "accelerate/utils/launch.py::prepare_deepspeed_cmd_env"
+
+
+def _ds(ctx):
+    e = eff(ctx)
+    return e if (e.launcher == "deepspeed") else None
+
+
+def _has_file(e):
+    f = e.get("deepspeed_config_file")
+    return isinstance(f, str) and f != "none" and f.strip() != ""
+
+
+@rule(id="acc-ds-unknown-key", severity="warning", family="accelerate",
+      summary="unknown key in deepspeed_config (silently ignored)",
+      source="accelerate/commands/launch.py::_validate_launch_command")
+def ds_unknown(ctx):
+    """``deepspeed_config`` keys are copied verbatim onto the launch arguments; unknown ones
+    (``deepspeed_zero_stage``, ``offload_optimizer``) are never read.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_zero_stage: 3
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+    ```
+    """
+    b = ctx.doc.data.get("deepspeed_config")
+    if isinstance(b, dict):
+        report_unknown(ctx, "deepspeed_config", [k for k in b if k not in S.DEEPSPEED_KEYS], S.DEEPSPEED_KEYS,
+                       "ignored by accelerate launch", strip=("deepspeed_",))
+    return ()
+
+
+@rule(id="acc-ds-config-file-conflict", severity="error", family="accelerate",
+      summary="deepspeed_config_file together with keys the JSON must own (incl. top-level mixed_precision)",
+      source="accelerate/utils/dataclasses.py::DeepSpeedPlugin._deepspeed_config_checks")
+def ds_file_conflict(ctx):
+    """With ``deepspeed_config_file`` the plugin refuses the accelerate-side copies of
+    gradient_accumulation_steps, gradient_clipping, zero_stage, offload devices / NVMe paths,
+    zero3_save_16bit_model - and a top-level ``mixed_precision`` of any value, even ``'no'``.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    mixed_precision: bf16
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds_config.json
+      zero3_init_flag: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds_config.json
+      zero3_init_flag: true
+    ```
+    """
+    e = _ds(ctx)
+    if not e or not _has_file(e):
+        return ()
+    b = ctx.doc.data.get("deepspeed_config")
+    for k in b:
+        if str(k).lower() in S.DS_FILE_EXCLUSIVE:
+            ctx.report(("deepspeed_config", k), f"{k} is set next to deepspeed_config_file; DeepSpeedPlugin refuses "
+                       "the combination", f"move {k} into the DeepSpeed JSON and delete it here")
+    d = ctx.doc.data
+    if d.get("mixed_precision") is not None or ("mixed_precision" not in d and d.get("fp16")):
+        path = ("mixed_precision",) if "mixed_precision" in d else ("fp16",)
+        ctx.report(path, "mixed_precision in the accelerate config next to deepspeed_config_file (any value, even "
+                   "'no'): DeepSpeedPlugin refuses the combination",
+                   "delete mixed_precision here; set fp16/bf16 'enabled' in the JSON (or pass --mixed_precision)")
+    return ()
+
+
+@rule(id="acc-ds-zero-stage-invalid", severity="error", family="accelerate",
+      summary="deepspeed_config.zero_stage is not 0, 1, 2 or 3", source=PLUGIN)
+def zero_stage(ctx):
+    """The plugin reads the stage with ``int()`` and DeepSpeed accepts stages 0-3 only.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e) or not e.has("zero_stage") or e.get("zero_stage") is None:
+        return ()
+    v = e.get("zero_stage")
+    n = S.as_int(v)
+    if n is None or n not in (0, 1, 2, 3):
+        ctx.report(e.path("zero_stage"), f"zero_stage {fmt(v)} is not 0, 1, 2 or 3",
+                   "use 0-3 (3 shards parameters, 2 gradients+optimizer states)")
+    return ()
+
+
+@rule(id="acc-ds-offload-device-invalid", severity="error", family="accelerate",
+      summary="offload_optimizer_device / offload_param_device is not none, cpu or nvme",
+      source="deepspeed/runtime/zero/offload_config.py::OffloadDeviceEnum")
+def offload_device(ctx):
+    """accelerate passes the (lower-cased) device into the ZeRO config unchecked; DeepSpeed's
+    config model accepts only none, cpu, nvme.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_param_device: gpu
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_param_device: cpu
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e):
+        return ()
+    for k in ("offload_optimizer_device", "offload_param_device"):
+        if e.has(k) and e.get(k) is not None and str(e.get(k)).lower() not in S.DS_OFFLOAD_DEVICES:
+            ctx.report(e.path(k), f"{k} {fmt(e.get(k))} is not none, cpu or nvme; DeepSpeed refuses the ZeRO config",
+                       "use cpu (or nvme with an NVMe path in a DeepSpeed JSON)")
+    return ()
+
+
+@rule(id="acc-ds-gradient-accumulation-invalid", severity="error", family="accelerate",
+      summary="deepspeed_config.gradient_accumulation_steps is not an integer (e.g. auto)",
+      source="accelerate/accelerator.py::Accelerator.__init__")
+def gas_invalid(ctx):
+    """``Accelerator()`` reads ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` with ``int()``, so
+    ``auto`` (valid only inside a DeepSpeed JSON) or ``2.0`` stops the script.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      gradient_accumulation_steps: auto
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      gradient_accumulation_steps: 4
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e) or not e.has("gradient_accumulation_steps"):
+        return ()
+    v = e.get("gradient_accumulation_steps")
+    if v is not None and (S.as_int(v) is None):
+        ctx.report(e.path("gradient_accumulation_steps"), f"gradient_accumulation_steps {fmt(v)} is not an "
+                   "integer: Accelerator() fails reading it", "write an integer (auto only works inside a "
+                   "DeepSpeed JSON)")
+    return ()
+
+
+@rule(id="acc-ds-gradient-clipping-invalid", severity="error", family="accelerate",
+      summary="deepspeed_config.gradient_clipping is not a number", source=PLUGIN)
+def clipping_invalid(ctx):
+    """The plugin converts the exported value with ``float()`` unless it is ``auto``.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      gradient_clipping: none
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      gradient_clipping: 1.0
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e) or not e.has("gradient_clipping") or e.get("gradient_clipping") is None:
+        return ()
+    v = str(e.get("gradient_clipping")).lower()
+    if v != "auto":
+        try:
+            float(v)
+        except ValueError:
+            ctx.report(e.path("gradient_clipping"), f"gradient_clipping {fmt(e.get('gradient_clipping'))} is not "
+                       "a number; DeepSpeedPlugin fails converting it", "write a number such as 1.0, or remove it")
+    return ()
+
+
+@rule(id="acc-ds-bool-value", severity="error", family="accelerate",
+      summary="deepspeed_config.zero3_init_flag is not a truth word", source=PLUGIN)
+def ds_bool(ctx):
+    """``zero3_init_flag`` is parsed with ``str_to_bool``.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      zero3_init_flag: enabled
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      zero3_init_flag: true
+    ```
+    """
+    e = _ds(ctx)
+    if e and e.has("zero3_init_flag") and e.get("zero3_init_flag") is not None \
+            and not S.is_truth_word(e.get("zero3_init_flag")):
+        ctx.report(e.path("zero3_init_flag"), f"zero3_init_flag {fmt(e.get('zero3_init_flag'))} is not a truth "
+                   "word; DeepSpeedPlugin fails parsing it", "use true or false")
+    return ()
+
+
+@rule(id="acc-ds-zero3-save-not-true", severity="warning", family="accelerate",
+      summary="zero3_save_16bit_model enabled with a word other than true (read as false)", source=PLUGIN)
+def zero3_save(ctx):
+    """Only the exact word ``true`` (any case) turns ``zero3_save_16bit_model`` on; ``yes``,
+    ``on`` or ``1`` silently mean false.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      zero3_save_16bit_model: 'yes'
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      zero3_save_16bit_model: true
+    ```
+    """
+    e = _ds(ctx)
+    if e and not _has_file(e) and e.has("zero3_save_16bit_model"):
+        v = e.get("zero3_save_16bit_model")
+        if S.truth(v) is True and str(v).lower() != "true":
+            ctx.report(e.path("zero3_save_16bit_model"), f"zero3_save_16bit_model {fmt(v)} is read as false (only "
+                       "'true' enables it)", "write zero3_save_16bit_model: true")
+    return ()
+
+
+@rule(id="acc-ds-zero3-init-not-stage3", severity="warning", family="accelerate",
+      summary="zero3_init_flag: true with a ZeRO stage other than 3 (turned off)", source=PLUGIN)
+def zero3_init(ctx):
+    """The plugin switches ``zero3_init_flag`` off (with a Python warning) unless the stage is 3;
+    without ``zero_stage`` the stage is 2.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      zero3_init_flag: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      zero3_init_flag: true
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e) or S.truth(e.get("zero3_init_flag")) is not True:
+        return ()
+    stage = S.as_int(e.get("zero_stage", 2)) if e.get("zero_stage") is not None else 2
+    if stage is not None and stage != 3:
+        ctx.report(e.path("zero3_init_flag"), f"zero3_init_flag is true but zero_stage is {stage}: the plugin "
+                   "turns it off", "remove zero3_init_flag or use zero_stage: 3")
+    return ()
+
+
+@rule(id="acc-ds-nvme-path-dropped", severity="warning", family="accelerate",
+      summary="offload_*_nvme_path in deepspeed_config is never exported (the plugin uses 'none')", source=ENV)
+def nvme_dropped(ctx):
+    """The launcher exports no ``ACCELERATE_DEEPSPEED_OFFLOAD_*_NVME_PATH``, so the path in the
+    accelerate config never reaches the plugin.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_param_device: nvme
+      offload_param_nvme_path: /local_nvme
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_param_device: cpu
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e):
+        return ()
+    for k in ("offload_optimizer_nvme_path", "offload_param_nvme_path"):
+        if e.has(k) and e.get(k) not in (None, "none"):
+            ctx.report(e.path(k), f"{k} is never passed on by accelerate launch; DeepSpeed gets nvme_path 'none'",
+                       "put the NVMe offload settings in a DeepSpeed JSON (deepspeed_config_file)")
+    return ()
+
+
+@rule(id="acc-ds-hostfile-missing", severity="warning", family="accelerate",
+      summary="multi-node DeepSpeed (pdsh/openmpi/...) without deepspeed_hostfile", source=ENV)
+def hostfile_missing(ctx):
+    """For ``num_machines > 1`` with a launcher other than ``standard`` accelerate runs
+    ``deepspeed --hostfile <deepspeed_hostfile>``; unset, the literal path ``None`` is passed and
+    DeepSpeed falls back to local resources only.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    deepspeed_config:
+      zero_stage: 2
+      deepspeed_multinode_launcher: pdsh
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    deepspeed_config:
+      zero_stage: 2
+      deepspeed_multinode_launcher: pdsh
+      deepspeed_hostfile: /job/hostfile
+    ```
+    """
+    e = _ds(ctx)
+    if e and e.multi_machine() and e.get("deepspeed_multinode_launcher", "pdsh") != "standard" \
+            and not e.get("deepspeed_hostfile"):
+        ctx.report(("deepspeed_config",), "multi-node DeepSpeed launch without deepspeed_hostfile: '--hostfile "
+                   "None' is passed and DeepSpeed runs on this machine only",
+                   "set deepspeed_config.deepspeed_hostfile, or deepspeed_multinode_launcher: standard (torchrun)")
+    return ()

@@ -1,0 +1,569 @@
+"""Accelerate ``fsdp_config`` rules (distributed_type FSDP, torchrun launcher, accelerate 1.15.0).
+
+The launcher exports every FSDP setting as an environment string (argparse
+defaults when the file omits a key) and ``FullyShardedDataParallelPlugin()``
+parses them back in the training process; these rules replay that round trip.
+"""
+from __future__ import annotations
+
+from ..core import rule
+from . import accelerate_schema as S
+from ._acc import eff, fmt, report_unknown
+
+PLUGIN = "accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.__post_init__"
+
+
+def _fsdp(ctx):
+    e = eff(ctx)
+    return e if (e.is_fsdp and not e.sagemaker) else None
+
+
+def _version(e):
+    """1, 2, or None when invalid (reported by acc-fsdp-version-invalid)."""
+    v = e.fsdp_version
+    return v if v in (1, 2) else None
+
+
+@rule(id="acc-fsdp-unknown-key", severity="warning", family="accelerate",
+      summary="unknown key in fsdp_config (silently ignored)", source="accelerate/commands/launch.py::_validate_launch_command")
+def fsdp_unknown(ctx):
+    """``fsdp_config`` keys are copied with an ``fsdp_`` prefix; names the launcher does not know
+    are never exported, whatever distributed_type is.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_backward_prefetch_policy: BACKWARD_PRE
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_backward_prefetch: BACKWARD_PRE
+    ```
+    """
+    b = ctx.doc.data.get("fsdp_config")
+    if isinstance(b, dict):
+        bad = [k for k in b if S.prefixed("fsdp_config", k) not in S.FSDP_KEYS]
+        report_unknown(ctx, "fsdp_config", bad, S.FSDP_KEYS, "ignored by accelerate launch", strip=("fsdp_",))
+    return ()
+
+
+@rule(id="acc-fsdp-version-invalid", severity="error", family="accelerate",
+      summary="fsdp_version is not 1 or 2", source=PLUGIN)
+def fsdp_version(ctx):
+    """The plugin does ``int(FSDP_VERSION)`` and only knows versions 1 and 2; any other number
+    falls through to a ``KeyError``, a non-integer to a ``ValueError``.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 3
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and e.has("fsdp_version") and _version(e) is None:
+        ctx.report(e.path("fsdp_version"), f"fsdp_version {fmt(e.fsdp_version_raw)} is not 1 or 2; the FSDP "
+                   "plugin fails in the training process", "use fsdp_version: 2 (or 1)")
+    return ()
+
+
+@rule(id="acc-fsdp-sharding-strategy-invalid", severity="error", family="accelerate",
+      summary="FSDP1 sharding strategy is not a ShardingStrategy name or 1-5", source=PLUGIN)
+def sharding_strategy(ctx):
+    """FSDP1 maps ``fsdp_sharding_strategy`` (launch default FULL_SHARD) through
+    ``ShardingStrategy``; unknown names raise ``KeyError``.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_sharding_strategy: FULL_SHARDED
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_sharding_strategy: FULL_SHARD
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e or _version(e) != 1 or not e.has("fsdp_sharding_strategy"):
+        return ()
+    v = e.get("fsdp_sharding_strategy")
+    s = str(v).upper()
+    ok = s in S.FSDP_SHARDING_STRATEGY or (s.isdigit() and 1 <= int(s) <= 5)
+    if not ok:
+        from ..core import did_you_mean
+        m = did_you_mean(s, S.FSDP_SHARDING_STRATEGY)
+        ctx.report(e.path("fsdp_sharding_strategy"), f"fsdp_sharding_strategy {fmt(v)} is not a "
+                   "ShardingStrategy; the FSDP plugin fails", f"did you mean '{m}'?" if m else
+                   f"use one of: {', '.join(S.FSDP_SHARDING_STRATEGY)}")
+    return ()
+
+
+@rule(id="acc-fsdp-reshard-after-forward-invalid", severity="error", family="accelerate",
+      summary="FSDP2 fsdp_reshard_after_forward is not true/false (e.g. a sharding strategy name)",
+      source=PLUGIN)
+def reshard_after_forward(ctx):
+    """FSDP2 parses ``fsdp_reshard_after_forward`` with ``str_to_bool``; an FSDP1 strategy name
+    left there (FULL_SHARD) is refused.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: FULL_SHARD
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: true
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and _version(e) == 2 and e.has("fsdp_reshard_after_forward"):
+        v = e.get("fsdp_reshard_after_forward")
+        if not S.is_truth_word(v):
+            hint = "use true or false"
+            if str(v).upper() in S.FSDP_SHARDING_STRATEGY:
+                hint = ("FSDP2 takes a boolean: FULL_SHARD/HYBRID_SHARD -> true, SHARD_GRAD_OP/NO_SHARD -> false "
+                        "(accelerate to-fsdp2 converts)")
+            ctx.report(e.path("fsdp_reshard_after_forward"), f"fsdp_reshard_after_forward {fmt(v)} is not a "
+                       "boolean; the FSDP2 plugin refuses it", hint)
+    return ()
+
+
+@rule(id="acc-fsdp-bool-value", severity="error", family="accelerate",
+      summary="an FSDP boolean (offload_params, activation_checkpointing, ...) is not a truth word",
+      source=PLUGIN)
+def fsdp_bool(ctx):
+    """The launcher exports ``str(value).lower()`` and the plugin parses it with ``str_to_bool``
+    (accepted: true/false, yes/no, on/off, y/n, t/f, 1/0).
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_offload_params: enabled
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_offload_params: true
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e:
+        return ()
+    v = _version(e)
+    if v is None:
+        return ()
+    for k in (S.FSDP_BOOL_KEYS_V1 if v == 1 else S.FSDP_BOOL_KEYS_V2):
+        if e.has(k) and not S.is_truth_word(e.get(k)):
+            ctx.report(e.path(k), f"{k} is {fmt(e.get(k))}; the FSDP plugin parses it with str_to_bool and fails",
+                       "use true or false")
+    return ()
+
+
+@rule(id="acc-fsdp-backward-prefetch-invalid", severity="error", family="accelerate",
+      summary="fsdp_backward_prefetch is not BACKWARD_PRE / BACKWARD_POST / NO_PREFETCH", source=PLUGIN)
+def backward_prefetch(ctx):
+    """The name is mapped through ``BackwardPrefetch`` before the FSDP version is looked at, so
+    an unknown name fails under FSDP1 and FSDP2 alike.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_backward_prefetch: PRE
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_backward_prefetch: BACKWARD_PRE
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e or not e.has("fsdp_backward_prefetch") or e.get("fsdp_backward_prefetch") is None:
+        return ()
+    v = e.get("fsdp_backward_prefetch")
+    s = str(v).upper()
+    if not (s in S.FSDP_BACKWARD_PREFETCH or (s.isdigit() and 1 <= int(s) <= 2)):
+        ctx.report(e.path("fsdp_backward_prefetch"), f"fsdp_backward_prefetch {fmt(v)} is not a BackwardPrefetch "
+                   "name; the FSDP plugin fails", f"use one of: {', '.join(S.FSDP_BACKWARD_PREFETCH)}")
+    return ()
+
+
+@rule(id="acc-fsdp-state-dict-type-invalid", severity="error", family="accelerate",
+      summary="fsdp_state_dict_type is not FULL_ / LOCAL_ / SHARDED_STATE_DICT",
+      source="accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.set_state_dict_type")
+def state_dict_type(ctx):
+    """Mapped through ``StateDictType[...]``; unknown names raise ``KeyError``.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_state_dict_type: FULL
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_state_dict_type: FULL_STATE_DICT
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e or not e.has("fsdp_state_dict_type") or e.get("fsdp_state_dict_type") is None:
+        return ()
+    v = e.get("fsdp_state_dict_type")
+    s = str(v)
+    if not (s.upper() in S.FSDP_STATE_DICT_TYPE or (s.isdigit() and 1 <= int(s) <= 3)):
+        ctx.report(e.path("fsdp_state_dict_type"), f"fsdp_state_dict_type {fmt(v)} is not a StateDictType; the "
+                   "FSDP plugin fails", f"use one of: {', '.join(S.FSDP_STATE_DICT_TYPE)}")
+    return ()
+
+
+@rule(id="acc-fsdp2-local-state-dict", severity="error", family="accelerate",
+      summary="FSDP2 with fsdp_state_dict_type LOCAL_STATE_DICT",
+      source="accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.set_state_dict_type")
+def fsdp2_local(ctx):
+    """FSDP2 supports only SHARDED_STATE_DICT and FULL_STATE_DICT.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_state_dict_type: LOCAL_STATE_DICT
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_state_dict_type: SHARDED_STATE_DICT
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and _version(e) == 2 and e.has("fsdp_state_dict_type"):
+        s = str(e.get("fsdp_state_dict_type")).upper()
+        if s in ("LOCAL_STATE_DICT", "2"):
+            ctx.report(e.path("fsdp_state_dict_type"), "FSDP2 does not support LOCAL_STATE_DICT; the plugin "
+                       "refuses it", "use SHARDED_STATE_DICT or FULL_STATE_DICT")
+    return ()
+
+
+@rule(id="acc-fsdp-auto-wrap-policy-invalid", severity="error", family="accelerate",
+      summary="fsdp_auto_wrap_policy is not TRANSFORMER_BASED_WRAP / SIZE_BASED_WRAP / NO_WRAP", source=PLUGIN)
+def auto_wrap(ctx):
+    """Checked case-insensitively against the three policy names.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_WRAP
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e or not e.has("fsdp_auto_wrap_policy") or e.get("fsdp_auto_wrap_policy") is None:
+        return ()
+    v = e.get("fsdp_auto_wrap_policy")
+    if str(v).upper() not in S.FSDP_AUTO_WRAP_POLICY:
+        from ..core import did_you_mean
+        m = did_you_mean(str(v).upper(), S.FSDP_AUTO_WRAP_POLICY)
+        ctx.report(e.path("fsdp_auto_wrap_policy"), f"fsdp_auto_wrap_policy {fmt(v)} is not a wrap policy; the "
+                   "FSDP plugin refuses it", f"did you mean '{m}'?" if m else
+                   f"use one of: {', '.join(S.FSDP_AUTO_WRAP_POLICY)}")
+    return ()
+
+
+@rule(id="acc-fsdp-transformer-cls-unset", severity="info", family="accelerate",
+      summary="TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap (uses the model's "
+              "_no_split_modules)", source="accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.set_auto_wrap_policy")
+def transformer_cls(ctx):
+    """Without layer class names the plugin falls back to the model's ``_no_split_modules`` and
+    fails at ``prepare`` for models that do not define it.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+      fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and str(e.get("fsdp_auto_wrap_policy")).upper() == "TRANSFORMER_BASED_WRAP" \
+            and e.get("fsdp_transformer_layer_cls_to_wrap") in (None, ""):
+        ctx.report(e.path("fsdp_auto_wrap_policy"), "TRANSFORMER_BASED_WRAP without "
+                   "fsdp_transformer_layer_cls_to_wrap: the wrap classes come from model._no_split_modules",
+                   "name the decoder layer class, e.g. fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer")
+    return ()
+
+
+@rule(id="acc-fsdp-min-num-params-invalid", severity="error", family="accelerate",
+      summary="SIZE_BASED_WRAP with an fsdp_min_num_params int() cannot read (1e8, 1.0e+8)", source=PLUGIN)
+def min_num_params(ctx):
+    """With SIZE_BASED_WRAP the plugin does ``int(FSDP_MIN_NUM_PARAMS)``; YAML's ``1e8`` is a string
+    and a float prints as ``100000000.0`` - both fail.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: SIZE_BASED_WRAP
+      fsdp_min_num_params: 1e8
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: SIZE_BASED_WRAP
+      fsdp_min_num_params: 100000000
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and str(e.get("fsdp_auto_wrap_policy")).upper() == "SIZE_BASED_WRAP" and e.has("fsdp_min_num_params"):
+        v = e.get("fsdp_min_num_params")
+        if S.as_int(v) is None:
+            ctx.report(e.path("fsdp_min_num_params"), f"fsdp_min_num_params {fmt(v)} cannot be read with int(); "
+                       "the FSDP plugin fails", "write the integer in full, e.g. 100000000")
+    return ()
+
+
+@rule(id="acc-fsdp-ac-offload-requires-ac", severity="error", family="accelerate",
+      summary="fsdp_activation_checkpointing_offload without fsdp_activation_checkpointing", source=PLUGIN)
+def ac_offload_needs_ac(ctx):
+    """Offloading activation checkpoints needs activation checkpointing on.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_activation_checkpointing_offload: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_activation_checkpointing: true
+      fsdp_activation_checkpointing_offload: true
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and _version(e) and S.truth(e.fsdp_get("fsdp_activation_checkpointing_offload")) is True \
+            and S.truth(e.fsdp_get("fsdp_activation_checkpointing")) is False:
+        ctx.report(e.path("fsdp_activation_checkpointing_offload"), "fsdp_activation_checkpointing_offload needs "
+                   "fsdp_activation_checkpointing: true; the FSDP plugin refuses it",
+                   "set fsdp_activation_checkpointing: true")
+    return ()
+
+
+@rule(id="acc-fsdp-ac-offload-requires-fsdp2", severity="error", family="accelerate",
+      summary="fsdp_activation_checkpointing_offload with FSDP1", source=PLUGIN)
+def ac_offload_needs_v2(ctx):
+    """Activation-checkpoint offloading exists for FSDP2 only.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 1
+      fsdp_activation_checkpointing: true
+      fsdp_activation_checkpointing_offload: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_activation_checkpointing: true
+      fsdp_activation_checkpointing_offload: true
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and _version(e) == 1 and S.truth(e.fsdp_get("fsdp_activation_checkpointing_offload")) is True \
+            and S.truth(e.fsdp_get("fsdp_activation_checkpointing")) is True:
+        ctx.report(e.path("fsdp_activation_checkpointing_offload"), "fsdp_activation_checkpointing_offload "
+                   "requires fsdp_version 2; the FSDP plugin refuses it", "set fsdp_version: 2, or drop the offload")
+    return ()
+
+
+@rule(id="acc-fsdp-ram-efficient-needs-sync", severity="error", family="accelerate",
+      summary="fsdp_cpu_ram_efficient_loading (default true) with fsdp_sync_module_states: false",
+      source="accelerate/utils/launch.py::prepare_multi_gpu_env")
+def ram_efficient_sync(ctx):
+    """The launcher itself refuses CPU-RAM-efficient loading (on by default) together with a
+    falsy ``fsdp_sync_module_states`` - under FSDP1 and FSDP2.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_sync_module_states: false
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_cpu_ram_efficient_loading: false
+      fsdp_sync_module_states: false
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e:
+        return ()
+    ram = e.fsdp_get("fsdp_cpu_ram_efficient_loading")
+    sync = e.fsdp_get("fsdp_sync_module_states")
+    if bool(ram) and not bool(sync):  # Python truthiness, as the launcher tests it
+        ctx.report(e.path("fsdp_sync_module_states") or ("fsdp_config",),
+                   "fsdp_sync_module_states is false while fsdp_cpu_ram_efficient_loading is on (launch default "
+                   "true): accelerate launch refuses this", "set fsdp_sync_module_states: true, or "
+                   "fsdp_cpu_ram_efficient_loading: false")
+    return ()
+
+
+@rule(id="acc-fsdp1-reshard-after-forward-ignored", severity="warning", family="accelerate",
+      summary="FSDP1: fsdp_reshard_after_forward is ignored; the sharding strategy (default FULL_SHARD) wins",
+      source=PLUGIN)
+def fsdp1_reshard_ignored(ctx):
+    """The launcher always exports ``FSDP_SHARDING_STRATEGY`` (default FULL_SHARD) and FSDP1 reads
+    only that, so a strategy written into ``fsdp_reshard_after_forward`` is lost.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 1
+      fsdp_reshard_after_forward: SHARD_GRAD_OP
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 1
+      fsdp_sharding_strategy: SHARD_GRAD_OP
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e or _version(e) != 1 or not e.has("fsdp_reshard_after_forward"):
+        return ()
+    v = e.get("fsdp_reshard_after_forward")
+    strategy = str(e.fsdp_get("fsdp_sharding_strategy")).upper()
+    s = str(v).upper()
+    intended = s if s in S.FSDP_SHARDING_STRATEGY else (
+        "FULL_SHARD" if S.truth(v) is True else "SHARD_GRAD_OP" if S.truth(v) is False else None)
+    if intended is not None and intended != strategy:
+        ctx.report(e.path("fsdp_reshard_after_forward"), f"FSDP1 ignores fsdp_reshard_after_forward {fmt(v)}; "
+                   f"the sharding strategy used is {strategy}", f"set fsdp_sharding_strategy: {intended} "
+                   "(or move to fsdp_version: 2 with a boolean fsdp_reshard_after_forward)")
+    return ()
+
+
+@rule(id="acc-fsdp2-key-ignored", severity="warning", family="accelerate",
+      summary="FSDP2 ignores fsdp_sharding_strategy / _forward_prefetch / _use_orig_params / "
+              "_sync_module_states / _backward_prefetch", source=PLUGIN)
+def fsdp2_ignored(ctx):
+    """Under ``fsdp_version: 2`` these FSDP1 settings are never read (backward prefetch is reset
+    with a warning); sharding is controlled by ``fsdp_reshard_after_forward`` only.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_sharding_strategy: SHARD_GRAD_OP
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_reshard_after_forward: false
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e or _version(e) != 2:
+        return ()
+    for k in S.FSDP2_IGNORED:
+        if not e.has(k):
+            continue
+        v = e.get(k)
+        if k == "fsdp_sync_module_states":
+            continue  # still checked by the launcher (acc-fsdp-ram-efficient-needs-sync); no effect otherwise
+        if k == "fsdp_backward_prefetch" and (v is None or str(v).upper() == "NO_PREFETCH"):
+            continue
+        if k == "fsdp_use_orig_params" and S.truth(v) is True:
+            continue  # FSDP2 always uses the original parameters
+        if k == "fsdp_forward_prefetch" and S.truth(v) is False:
+            continue
+        if k == "fsdp_sharding_strategy":
+            hint = "use fsdp_reshard_after_forward: true (FULL_SHARD) or false (SHARD_GRAD_OP)"
+        else:
+            hint = "remove it (FSDP1 only)"
+        ctx.report(e.path(k), f"{k} {fmt(v)} has no effect with fsdp_version 2", hint)
+    return ()
