@@ -153,7 +153,7 @@ class Resolver:
             s = s.split("(")[0] if re.match(r"^[\w.]+\(", s) else s
             if re.match(r"^(accelerate|deepspeed|torch)(\.\w+)+$", s):
                 imports.add(s)
-            elif re.match(r"^[A-Z][a-z]\w*\.\w+$", s) and "_" not in s.split(".")[0]:
+            elif re.match(r"^[A-Z]\w*[a-z]\w*\.\w+$", s) and "_" not in s.split(".")[0]:
                 c, f = s.split(".")
                 fields.add((c, f))
                 classes.add(c)
@@ -233,7 +233,7 @@ class Resolver:
             return self.path_exists(s, doc)
         if re.match(r"^(accelerate|deepspeed|torch)(\.\w+)+$", s):
             return self.a["imports"].get(s, False)
-        if re.match(r"^[A-Z][a-z]\w*\.\w+$", s) and "_" not in s.split(".")[0]:
+        if re.match(r"^[A-Z]\w*[a-z]\w*\.\w+$", s) and "_" not in s.split(".")[0]:
             return self.a["fields"].get(s, False)
         if "." in s:  # dotted key path (DeepSpeed JSON, model.config...) or a module
             if s.startswith("."):

@@ -50,7 +50,9 @@ def oracle(docs):
               "TERecipeKwarg", "FP8BackendTyp"]
     spans = [s for t in docs.values() for _, s in D.code_spans(t)] + probes
     imports, classes, fields = D.Resolver.wanted(spans)
-    class_table = [D.spans_in(r[0])[0] for r in D.table_rows(docs[D.REFS / "api-reference.md"], "Class")]
+    table = D.table_rows(docs[D.REFS / "api-reference.md"], "Class")
+    class_table = [D.spans_in(r[0])[0] for r in table]
+    imports = sorted(set(imports) | {f"{D.spans_in(r[1])[0]}.{D.spans_in(r[0])[0]}" for r in table})
     runnable = [(n, b) for n, b in python_snippets(docs) if not b.startswith("# cpu: no-run")]
     req = {
         "examples": [str(p.relative_to(D.REPO)) for p in D.accelerate_examples()],
