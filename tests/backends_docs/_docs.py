@@ -143,6 +143,7 @@ class Resolver:
         self.values = set(facts["enum_values"])
         self.classes, self.prefixes, getattr_keys = source_extras()
         self.config_names |= set(getattr_keys)
+        self.rule_ids = set(facts.get("rule_ids", []))
 
     # -- what the oracle must be asked
     @staticmethod
@@ -168,6 +169,8 @@ class Resolver:
         """a single identifier-like token"""
         if s in self.values or s.lower() in {v.lower() for v in self.values}:
             return True
+        if re.match(r"^(acc|ds|xf|input|yaml)-[a-z0-9-]+$", s):  # validator rule id
+            return s in self.rule_ids
         if s.endswith("_") and re.match(r"^\w+$", s):  # a key/env prefix the launcher adds
             return s in self.prefixes
         if s.startswith(CONFIG_PREFIXES):

@@ -70,7 +70,16 @@ def oracle(docs):
         pytest.fail(f"oracle failed:\n{proc.stderr[-4000:]}")
     ans = json.loads(proc.stdout)
     ans["facts"]["validator_flags"] = validator_flags()
+    ans["facts"]["rule_ids"] = validator_rule_ids()
     return ans
+
+
+def validator_rule_ids():
+    """Rule ids of the validator registry (`--list-rules`, first column)."""
+    if not D.VALIDATOR.is_file():
+        return []
+    out = subprocess.run([sys.executable, str(D.VALIDATOR), "--list-rules"], capture_output=True, text=True)
+    return sorted({line.split()[0] for line in out.stdout.splitlines() if line.strip()})
 
 
 def validator_flags():
