@@ -67,8 +67,8 @@ def sandbox_env(home: Path, use_cpu: bool) -> dict[str, str]:
 
 
 def launch(name: str, tmp: Path, launch_args: list[str], script: Path, script_args: list[str],
-           use_cpu: bool = True, port: bool = True) -> subprocess.CompletedProcess:
-    cmd = [accelerate_exe(), "launch", *launch_args, *QUIET_DEFAULTS]
+           use_cpu: bool = True, port: bool = True, defaults: bool = True) -> subprocess.CompletedProcess:
+    cmd = [accelerate_exe(), "launch", *launch_args, *(QUIET_DEFAULTS if defaults else [])]
     if port:
         cmd += ["--main_process_port", str(free_port())]
     cmd += [str(script), *script_args]
@@ -94,20 +94,43 @@ def examples(repo_root) -> dict[str, Path]:
     }
 
 
+def yaml_block(md: Path) -> str:
+    """The first ```yaml fenced block of a Markdown file (the docs' minimal config)."""
+    lines, block, inside = md.read_text().splitlines(), [], False
+    for line in lines:
+        if inside:
+            if line.startswith("```"):
+                return "\n".join(block) + "\n"
+            block.append(line)
+        elif line.strip() == "```yaml":
+            inside = True
+    pytest.fail(f"no yaml block in {md}")
+
+
+MULTI_CPU_CONFIG = ("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
+                    "num_processes: 2\nnum_machines: 1\nmixed_precision: 'no'\n")
+
+
 @pytest.fixture(scope="session")
-def topology_runs(tmp_path_factory, examples) -> dict[str, list[dict]]:
-    """whoami.py under four launch recipes; value = one report per started process."""
-    recipes = {
-        "use_cpu_env+multi_gpu": (MULTI_CPU, True, True, []),
-        "cpu_flag": (["--cpu", "--num_processes", "2"], False, False, []),
-        "multi_gpu_without_env": (MULTI_CPU, False, True, []),
-        "use_cpu_env+partial_state_first": (MULTI_CPU, True, True, ["--first", "partial_state"]),
+def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]]:
+    """whoami.py under six launch recipes; value = one report per started process."""
+    doc_yaml = yaml_block(repo_root / "sub-skills/configuration-and-cli/references/config-file-and-precedence.md")
+    recipes = {  # name: (launch args, ACCELERATE_USE_CPU=1?, add a free port?, script args, config text)
+        "use_cpu_env+multi_gpu": (MULTI_CPU, True, True, [], None),
+        "use_cpu_env+doc_yaml": ([], True, False, [], doc_yaml),
+        "cpu_flag": (["--cpu", "--num_processes", "2"], False, False, [], None),
+        "multi_gpu_without_env": (MULTI_CPU, False, True, [], None),
+        "use_cpu_env+partial_state_first": (MULTI_CPU, True, True, ["--first", "partial_state"], None),
+        "multi_cpu_config": ([], True, False, [], MULTI_CPU_CONFIG),
     }
     out: dict[str, list[dict]] = {}
-    for name, (args, use_cpu, port, extra) in recipes.items():
+    for name, (args, use_cpu, port, extra, config_text) in recipes.items():
         tmp = tmp_path_factory.mktemp(f"whoami-{name.replace('+', '-')}")
+        if config_text is not None:
+            (tmp / "config.yaml").write_text(config_text)
+            args = ["--config_file", str(tmp / "config.yaml"), *args]
         proc = launch(f"whoami:{name}", tmp, args, examples["whoami"], ["--out", str(tmp), *extra],
-                      use_cpu=use_cpu, port=port)
+                      use_cpu=use_cpu, port=port, defaults=config_text is None)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[name] = [json.loads(p.read_text()) for p in sorted(tmp.glob("proc-*.json"))]
     return out

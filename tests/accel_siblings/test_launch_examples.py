@@ -48,6 +48,7 @@ def test_loop_runs_on_two_multi_cpu_ranks(loop_run):
     for r in (r0, r1):
         assert r["num_processes"] == 2 and r["distributed_type"] == "DistributedType.MULTI_CPU"
         assert r["wrapped_type"] == "DistributedDataParallel"
+        assert r["prepared_types"] == ["AcceleratedOptimizer", "DataLoaderShard", "AcceleratedScheduler"]
         assert r["unwrapped_type"] == "Linear"
 
 
@@ -61,6 +62,7 @@ def test_accumulation_matches_one_large_batch_step(loop_run):
     for r in loop_run["ranks"]:
         assert r["train_batches_per_rank"] == 2
         assert r["sync_flags"] == [False, True]  # one optimizer step after K=2 micro-batches
+        assert r["scheduler_last_epoch"] == 2  # one real step x num_processes
         assert r["accum_max_abs_diff"] < 1e-12
         assert abs(r["clip_grad_norm"] - r["reference_grad_norm"]) < 1e-9
 
@@ -118,3 +120,15 @@ def test_global_rng_loader_restores_state_but_diverges_after_resume(resume_run_g
         assert resumed["at_checkpoint"] == saved["at_checkpoint"]
         assert resumed["final"]["torch_rng"] != saved["final"]["torch_rng"]
         assert resumed["final"]["weights"] != saved["final"]["weights"]
+
+
+def test_documented_yaml_gives_two_gloo_ranks(topology_runs):
+    procs = topology_runs["use_cpu_env+doc_yaml"]
+    assert sorted(p["process_index"] for p in procs) == [0, 1]
+    assert all(p["distributed_type"] == "DistributedType.MULTI_CPU" and p["num_processes"] == 2
+               and p["backend"] == "gloo" for p in procs)
+
+
+def test_multi_cpu_config_without_mpirun_starts_one_process(topology_runs):
+    procs = topology_runs["multi_cpu_config"]
+    assert len(procs) == 1 and procs[0]["num_processes"] == 1

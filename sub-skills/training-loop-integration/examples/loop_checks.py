@@ -83,10 +83,14 @@ def main() -> None:
     model = torch.nn.Linear(3, 1).double()
     reference = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)  # constant LR
     train_dl = DataLoader(make_train_data(), batch_size=MICRO_BATCH, shuffle=False)
     eval_dl = DataLoader(torch.arange(EVAL_SAMPLES, dtype=torch.float64), batch_size=4)
-    model, optimizer, train_dl, eval_dl = accelerator.prepare(model, optimizer, train_dl, eval_dl)
+    model, optimizer, train_dl, eval_dl, scheduler = accelerator.prepare(
+        model, optimizer, train_dl, eval_dl, scheduler
+    )
     result["wrapped_type"] = type(model).__name__
+    result["prepared_types"] = [type(o).__name__ for o in (optimizer, train_dl, scheduler)]
     result["unwrapped_type"] = type(accelerator.unwrap_model(model)).__name__
     result["train_batches_per_rank"] = len(train_dl)
 
@@ -104,8 +108,11 @@ def main() -> None:
             if accelerator.sync_gradients:
                 grad_norm = accelerator.clip_grad_norm_(model.parameters(), max_norm=1e9).item()
             optimizer.step()
+            scheduler.step()
             optimizer.zero_grad()
     result["sync_flags"] = sync_flags
+    # The prepared scheduler steps num_processes times per real optimizer step (split_batches=False).
+    result["scheduler_last_epoch"] = scheduler.scheduler.last_epoch
 
     # Reference: one plain step on the whole (K x world size times larger) batch, no Accelerate.
     ref_opt = torch.optim.SGD(reference.parameters(), lr=LR)
