@@ -96,6 +96,8 @@ Rules (the name is printed in every finding)
                    100 lines has a table of contents (list items linking to
                    '#anchors') starting in its first 40 lines
   read             the file is readable UTF-8
+  internal         the linter itself failed on this file (a bug to report);
+                   reported as a finding instead of a traceback
 
 What "looks like a bundle path" means (rule 'path')
   Outside fenced code blocks, each inline code span is split on whitespace;
@@ -275,6 +277,7 @@ class Linter:
         self.docs: dict[str, MdDoc] = {}
         self._listdir: dict[str, dict] = {}
         self._named: dict[str, set] = {}
+        self._unlinted: dict[str, MdDoc] = {}
 
     # ---- file system with exact case
     def _entries(self, rel_dir: str):
@@ -363,15 +366,22 @@ class Linter:
         names = {}
         for rel in skills:
             if rel in self.docs:
-                self.check_skill(rel, names)
+                self._guard(rel, self.check_skill, rel, names)
         for rel, doc in self.docs.items():
-            self.check_paths(doc)
+            self._guard(rel, self.check_paths, doc)
             if "references" in rel.split("/")[:-1] and len(doc.lines) > TOC_THRESHOLD:
-                self.check_toc(doc)
+                self._guard(rel, self.check_toc, doc)
         for rel in skills:
             if rel in self.docs:
-                self.check_orphans(rel)
+                self._guard(rel, self.check_orphans, rel)
         self.findings.sort(key=lambda f: (f.path, f.line, f.rule, f.message))
+
+    def _guard(self, rel, fn, *args):
+        """A file the linter cannot handle becomes a finding, never a traceback."""
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - reported, and tested to stay unreachable
+            self.add(rel, 1, "internal", f"linter error, please report: {type(e).__name__}: {e}")
 
     # ---- layout
     def check_layout(self, md_files):
@@ -607,13 +617,13 @@ class Linter:
         self._mark_named(doc.rel, joined)
 
     def _check_anchor(self, doc, ln, target_rel, frag, rule):
-        target = self.docs.get(target_rel)
-        if target is None:
+        target = self.docs.get(target_rel) or self._unlinted.get(target_rel)
+        if target is None:  # a Markdown file outside the linted set (e.g. under tests/fixtures)
             try:
                 target = parse_markdown(target_rel, (self.root / target_rel).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError):
                 return
-            self.docs.setdefault(target_rel, target)
+            self._unlinted[target_rel] = target
         if frag not in target.anchors:
             where = "this file" if target_rel == doc.rel else target_rel
             self.add(doc.rel, ln, "anchor", f"anchor '#{frag}' not found in {where}")

@@ -514,3 +514,29 @@ def test_linter_limits_match_recorded_validator_facts(lint):
     assert sorted(m.SPEC_FIELDS) == ref["ALLOWED_FIELDS"] == qv["ALLOWED_PROPERTIES"]
     assert (m.MAX_NAME, m.MAX_DESCRIPTION, m.MAX_COMPATIBILITY) == (
         ref["MAX_SKILL_NAME_LENGTH"], ref["MAX_DESCRIPTION_LENGTH"], ref["MAX_COMPATIBILITY_LENGTH"])
+
+
+# --------------------------------------------------------------------------- robustness
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+FRAGMENTS = ["---", "\n", "\n\n", "# ", "## ", "```", "~~~", "`", "``", "[", "]", "(", ")", "![", "](", "#",
+             "references/", "sub-skills/", "scripts/", "../", "./", "x.md", "SKILL.md", "name: ", "description: ",
+             "metadata:", "  disco-role: ", "disable-model-invocation: ", "true", "- ", "| ", ": ", "<", ">", "{",
+             "}", "&", "é", "\t", "    ", "*", "_", "http://a/b", "%20", "?", "=", "...", "\\", "\r\n", "'", '"']
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(skill=st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join),
+       ref=st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join))
+def test_arbitrary_markdown_never_crashes_the_linter(lint, skill, ref):
+    import tempfile
+    from pathlib import Path as _P
+    with tempfile.TemporaryDirectory() as d:
+        root = _P(d) / "demo-bundle"
+        (root / "sub-skills" / "alpha" / "references").mkdir(parents=True)
+        (root / "SKILL.md").write_text(lint.clean["SKILL.md"].replace("        ", "", -1))
+        (root / "sub-skills" / "alpha" / "SKILL.md").write_text(skill)
+        (root / "sub-skills" / "alpha" / "references" / "r.md").write_text(ref)
+        findings, files, worst = lint.module.lint(root)
+        assert not [f for f in findings if f.rule == "internal"], [f.text() for f in findings if f.rule == "internal"]
