@@ -34,6 +34,8 @@ def test_examples_exist_and_include_fsdp2():
     names = {p.name for p in EXAMPLES}
     assert "fsdp2.yaml" in names
     assert len(EXAMPLES) >= 8
+    shown = {annotations(p)["validator"] for p in EXAMPLES if p.suffix == ".yaml"} - {"clean"}
+    assert len(shown) >= 3, "counter-examples must show validator rules"
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -85,7 +87,9 @@ def test_deepspeed_examples_use_documented_launchers(oracle):
 
 # ------------------------------------------------------------------ validator (bundled helper)
 def run_validator(path):
-    proc = subprocess.run([sys.executable, str(D.VALIDATOR), "--output", "json", str(path)],
+    # the DeepSpeed JSON example is read by accelerate (named by deepspeed-file.yaml)
+    extra = ["--consumer", "accelerate"] if path.suffix == ".json" else []
+    proc = subprocess.run([sys.executable, str(D.VALIDATOR), "--output", "json", *extra, str(path)],
                           capture_output=True, text=True, cwd=D.REPO, timeout=60)
     return proc
 
