@@ -187,6 +187,37 @@ def sagemaker_no(ctx):
     return ()
 
 
+@rule(id="acc-sagemaker-launch-broken", severity="error", family="accelerate",
+      summary="accelerate 1.15.0 launch fails on every SageMaker config (no parallelism_config attribute)",
+      source=LAUNCH)
+def sagemaker_launch_broken(ctx):
+    """When no paradigm flag is passed, ``_validate_launch_command`` reads
+    ``defaults.parallelism_config``, which ``SageMakerConfig`` does not have: ``accelerate launch``
+    stops with AttributeError for any AMAZON_SAGEMAKER config in 1.15.0.
+
+    Fails:
+    ```yaml
+    compute_environment: AMAZON_SAGEMAKER
+    distributed_type: DATA_PARALLEL
+    ec2_instance_type: ml.p3.2xlarge
+    iam_role_name: my_role
+    ```
+    Passes:
+    ```yaml
+    compute_environment: LOCAL_MACHINE
+    distributed_type: MULTI_GPU
+    num_processes: 8
+    ```
+    """
+    d = ctx.doc.data
+    if d.get("compute_environment") == "AMAZON_SAGEMAKER":
+        ctx.report(("compute_environment",), "accelerate 1.15.0's launch reads parallelism_config, which "
+                   "SageMakerConfig lacks: `accelerate launch` fails with AttributeError for SageMaker configs",
+                   "pass a paradigm flag such as --multi_gpu on the command line, or launch the SageMaker job "
+                   "with the sagemaker SDK directly")
+    return ()
+
+
 @rule(id="acc-sagemaker-missing-required", severity="error", family="accelerate",
       summary="SageMaker config without ec2_instance_type or iam_role_name",
       source=f"{CFG}::SageMakerConfig")
@@ -484,7 +515,7 @@ def invalid_mixed_precision(ctx):
     ```
     """
     e = eff(ctx)
-    if e.launcher not in ("simple", "torchrun", "deepspeed"):
+    if e.launcher not in ("simple", "torchrun", "deepspeed", "sagemaker"):
         return ()
     d = ctx.doc.data
     path = ("mixed_precision",) if "mixed_precision" in d else ("fp16",)
@@ -578,7 +609,8 @@ def dynamo_bool(ctx):
 
 
 @rule(id="acc-dynamo-mode-invalid", severity="error", family="accelerate",
-      summary="dynamo_mode is not a torch.compile mode", source="torch/__init__.py::compile")
+      summary="dynamo_mode is not a torch.compile mode (inductor backend)",
+      source="torch/_inductor/__init__.py::list_mode_options")
 def dynamo_mode(ctx):
     """The file bypasses the ``--dynamo_mode`` choices; ``torch.compile`` then refuses an unknown
     mode when the model is compiled.
@@ -604,8 +636,8 @@ def dynamo_mode(ctx):
     if e.launcher not in ("simple", "torchrun"):
         return ()
     b, _ = _dynamo_backend(e)
-    if not isinstance(b, str) or b.upper() in ("NO",) or b.upper() not in S.DYNAMO_BACKENDS:
-        return ()
+    if not isinstance(b, str) or b.upper() != "INDUCTOR":
+        return ()  # torch.compile validates the mode for the inductor backend
     if e.has("dynamo_mode") and e.get("dynamo_mode") not in S.DYNAMO_MODES:
         ctx.report(e.path("dynamo_mode"), f"dynamo_mode {fmt(e.get('dynamo_mode'))} is not a torch.compile mode",
                    f"use one of: {', '.join(S.DYNAMO_MODES)}")

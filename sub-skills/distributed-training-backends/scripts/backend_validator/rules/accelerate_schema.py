@@ -44,7 +44,7 @@ PRECISIONS = ("no", "fp16", "bf16", "fp8")
 DYNAMO_BACKENDS = ("NO", "EAGER", "AOT_EAGER", "INDUCTOR", "AOT_TS_NVFUSER", "NVPRIMS_NVFUSER", "CUDAGRAPHS",
                    "OFI", "FX2TRT", "ONNXRT", "TENSORRT", "AOT_TORCHXLA_TRACE_ONCE", "TORCHXLA_TRACE_ONCE", "TVM",
                    "HPU_BACKEND", "NEURON")
-DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DYNAMO_MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")  # torch 2.13 inductor
 FP8_BACKENDS = ("NO", "TE", "MSAMP", "AO")  # utils/dataclasses.py::FP8BackendType, exact case
 FP8_FORMATS = ("HYBRID", "E4M3", "E5M2")
 FP8_AMAX_ALGOS = ("max", "most_recent")

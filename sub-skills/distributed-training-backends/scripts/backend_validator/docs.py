@@ -1,0 +1,150 @@
+"""Generate ``references/validator-rules.md`` from the rule registry.
+
+    python sub-skills/distributed-training-backends/scripts/backend_validator/docs.py --write
+    python sub-skills/distributed-training-backends/scripts/backend_validator/docs.py --check
+
+The page lists every registered rule (whatever module registered it) with its
+severity, family, upstream source, description and its failing / passing
+example, so the reference can never drift from the code (a test runs --check).
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import re
+import sys
+from typing import Dict, List, Optional, Tuple
+
+if __package__ in (None, ""):  # run as a script
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from backend_validator import core  # type: ignore
+    from backend_validator.cli import VERIFIED_AGAINST  # type: ignore
+else:
+    from . import core
+    from .cli import VERIFIED_AGAINST
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.normpath(os.path.join(HERE, "..", "..", "references", "validator-rules.md"))
+REGEN = "python sub-skills/distributed-training-backends/scripts/backend_validator/docs.py --write"
+
+FAMILY_TITLES = [
+    ("input", "Parse-level rules (family input)"),
+    ("accelerate", "Accelerate config rules (family accelerate)"),
+    ("deepspeed", "DeepSpeed JSON rules (family deepspeed)"),
+    ("cross", "Accelerate + DeepSpeed cross-file rules (family cross)"),
+]
+
+_FENCE = re.compile(r"(Fails|Passes):\s*\n\s*```(\w*)\n(.*?)\n\s*```", re.S)
+
+
+def parse_doc(doc: str) -> Tuple[str, Dict[str, Tuple[str, str]]]:
+    """(description, {"Fails": (lang, text), "Passes": (lang, text)}) from a rule docstring."""
+    doc = inspect.cleandoc(doc or "")
+    examples: Dict[str, Tuple[str, str]] = {}
+    for m in _FENCE.finditer(doc):
+        examples.setdefault(m.group(1), (m.group(2) or "yaml", inspect.cleandoc("\n" + m.group(3)) + "\n"))
+    first = re.search(r"^\s*(Fails|Passes):", doc, re.M)
+    desc = doc[:first.start()].strip() if first else doc.strip()
+    return desc, examples
+
+
+def slug(text: str) -> str:
+    s = text.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def render() -> str:
+    from . import rules  # noqa: F401  registers every rule module
+    regs = sorted(core.REGISTRY.values(), key=lambda r: r.id)
+    by_family: Dict[str, List[core.Rule]] = {}
+    for r in regs:
+        by_family.setdefault(r.family, []).append(r)
+    counts = {s: sum(r.severity == s for r in regs) for s in core.SEVERITIES}
+    out: List[str] = []
+    w = out.append
+    w(f"<!-- GENERATED from the validator's rule registry by `{REGEN}`; do not edit by hand "
+      "(tests/validator/test_docs.py keeps it in sync). -->")
+    w("# Validator rules (`scripts/validate_backend_config.py`)")
+    w("")
+    w(f"Verified against: {VERIFIED_AGAINST}. Every error rule's failing example is rejected by the real "
+      "library and its passing example accepted; every warning rule's failing example is shown to lose or "
+      "change the value (tests/validator, oracle in tests/oracle).")
+    w("")
+    w(f"{len(regs)} rules: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info. "
+      "Exit codes: 0 no errors, 1 errors (or warnings with `--strict`), 2 unreadable input. "
+      "Run `scripts/validate_backend_config.py --help` for options and input limits.")
+    w("")
+    w("## Contents")
+    w("")
+    w("- [Summary table](#summary-table)")
+    for fam, title in FAMILY_TITLES:
+        if fam in by_family:
+            w(f"- [{title}](#{slug(title)})")
+    w("")
+    w("## Summary table")
+    w("")
+    w("| rule | severity | family | finds |")
+    w("| --- | --- | --- | --- |")
+    for r in regs:
+        w(f"| [`{r.id}`](#{slug(r.id)}) | {r.severity} | {r.family} | {r.summary.replace('|', '/')} |")
+    for fam, title in FAMILY_TITLES:
+        if fam not in by_family:
+            continue
+        w("")
+        w(f"## {title}")
+        for r in by_family[fam]:
+            desc, ex = parse_doc(r.doc)
+            w("")
+            w(f"### {r.id}")
+            w("")
+            meta = f"**{r.severity}** · source: `{r.source}`"
+            if r.consumers:
+                meta += f" · consumers: {', '.join(r.consumers)}"
+            w(meta)
+            w("")
+            w(desc if desc else r.summary)
+            for label in ("Fails", "Passes"):
+                if label in ex:
+                    lang, text = ex[label]
+                    w("")
+                    w(f"{label}:")
+                    w("")
+                    w(f"```{lang}")
+                    w(text.rstrip("\n"))
+                    w("```")
+    w("")
+    return "\n".join(out)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description="Generate references/validator-rules.md from the rule registry.")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--write", action="store_true", help=f"write {os.path.relpath(OUT)}")
+    g.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
+    a = p.parse_args(argv)
+    text = render()
+    if a.write:
+        with open(OUT, "w", encoding="utf-8") as f:
+            f.write(text)
+        return 0
+    if a.check:
+        try:
+            with open(OUT, encoding="utf-8") as f:
+                cur = f.read()
+        except OSError:
+            cur = ""
+        if cur != text:
+            sys.stderr.write(f"{OUT} is out of date; run: {REGEN}\n")
+            return 1
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    if __package__ in (None, ""):
+        from backend_validator import docs as _d  # type: ignore
+        sys.exit(_d.main())
+    sys.exit(main())
