@@ -113,9 +113,10 @@ What "looks like a bundle path" means (rule 'path')
 How paths resolve
   Links: relative to the directory of the Markdown file (as renderers do).
   Backticked paths: relative to the Markdown file's directory, then to its
-  skill folder (the nearest folder holding SKILL.md), then, for sub-skills/,
-  references/ and scripts/ forms, to the bundle root. The first that exists
-  with exact case wins. Anything resolving outside the root is a finding.
+  skill folder (sub-skills/<name>/ for files under it, else the root), then,
+  for sub-skills/, references/ and scripts/ forms, to the bundle root. The
+  first that exists with exact case wins. Anything resolving outside the root
+  is a finding.
 
 Root name
   The root SKILL.md name must equal --root-name if given, otherwise the root
@@ -339,13 +340,12 @@ class Linter:
                     md_files.append(f"{rel_dir}/{f}" if rel_dir else f)
         return md_files
 
-    def skill_dir_of(self, rel: str) -> str:
-        """Nearest folder at or above rel's folder that holds SKILL.md ('' = root)."""
-        d = posixpath.dirname(rel)
-        while d:
-            if (self.root / d / "SKILL.md").is_file():
-                return d
-            d = posixpath.dirname(d)
+    @staticmethod
+    def skill_dir_of(rel: str) -> str:
+        """The skill folder owning rel: sub-skills/<name> for files under it, else '' (the root)."""
+        parts = rel.split("/")
+        if len(parts) > 2 and parts[0] == "sub-skills":
+            return "/".join(parts[:2])
         return ""
 
     # ---- main
