@@ -122,7 +122,7 @@ def defined_in(rel_file: str, dotted: str) -> bool:
 # ---------------------------------------------------------------- classification
 LIST_LITERAL = re.compile(r"^[\[(]\s*(?:(?:true|false)\s*,\s*)*(?:true|false)\s*[\])]$", re.I)
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:e\d+)?$")
-CONVENTION_MARKERS = {"# cpu: no-run"}  # first line of a python fence that must not run on CPU
+CONVENTION_MARKERS = {"# cpu: no-run", "# validator:", "# oracle:"}  # this bundle's own markers (python fences, example headers)
 CONFIG_PREFIXES = ("fsdp_", "parallelism_config_", "megatron_lm_", "dynamo_", "deepspeed_", "zero_stage",
                    "zero3_", "offload_", "fp8_")
 
