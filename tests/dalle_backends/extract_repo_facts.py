@@ -123,6 +123,8 @@ def main() -> None:
         "generate.py": {
             "torch_load_line": lines_containing(srcs["generate.py"], "torch.load(str(dalle_path))"),
             "imports_distributed_utils": "distributed_utils" in srcs["generate.py"],
+            "cuda_calls": lines_containing(srcs["generate.py"], ".cuda()"),
+            "load_state_dict_line": lines_containing(srcs["generate.py"], "dalle.load_state_dict(weights)"),
         },
     }
     docker = show(git_dir, full, "docker/Dockerfile").splitlines()
