@@ -143,7 +143,7 @@ Examples
   python3 scripts/check_bundle.py
   python3 scripts/check_bundle.py --sizes
   python3 scripts/check_bundle.py --format json | python3 -m json.tool
-  python3 scripts/check_bundle.py --root tests/bundle/some-bundle --root-name some-bundle
+  python3 scripts/check_bundle.py --root ../other-bundle --root-name other-bundle
 """
 
 
