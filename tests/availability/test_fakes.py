@@ -165,3 +165,38 @@ def test_checker_writes_nothing(checker, tmp_path):
     r = checker("--probe", "--only", "setuptools", "--json", script=dst / "check_backend_availability.py")
     assert r.rc == 0
     assert sorted(p.relative_to(dst) for p in dst.rglob("*")) == before
+
+
+def test_broken_torch_plugin_is_named(checker, tmp_path):
+    """A CUDA build of torch whose import dies in a torch.backends plugin's autoload."""
+    site = tmp_path / "site"
+    d = site / "torch-2.13.0+cu128.dist-info"
+    d.mkdir(parents=True)
+    (d / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cu128\n"
+                                "Requires-Dist: nvidia-nccl-cu12==2.27.3; platform_system == \"Linux\"\n\n")
+    (d / "top_level.txt").write_text("torch\n")
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.13.0+cu128'\ndebug = False\n"
+        "cuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n")
+    (site / "torch" / "__init__.py").write_text(
+        "raise RuntimeError('Failed to load the backend extension: fakedev. You can disable extension "
+        "auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0.')\n")
+    p = site / "torch_fakedev-0.1.dist-info"
+    p.mkdir()
+    (p / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-fakedev\nVersion: 0.1\n\n")
+    (p / "entry_points.txt").write_text("[torch.backends]\nfakedev = torch_fakedev:autoload\n")
+    env = {"PYTHONPATH": str(site)}
+    r = checker("--json", python_flags=("-S",), env=env)
+    assert r.json["packages"]["torch"]["facts"]["flavour"] == "cuda"
+    assert r.json["packages"]["torch"]["facts"]["cuda"] == "12.8"
+    # torch pins nvidia-nccl-cu12 but no NCCL wheel is installed
+    assert r.json["nccl_wheels"]["findings"] == ["torch requires nvidia-nccl-cu12==2.27.3 but it is not installed"]
+    assert r.json["verdicts"]["accelerate-fsdp2"]["reason"].startswith("accelerate is not installed")
+    r = checker("--probe", "--only", "torch", "--json", python_flags=("-S",), env=env)
+    assert r.rc == 0
+    t = r.json["probes"]["torch"]
+    assert (t["status"], t["exception"]) == ("error", "RuntimeError")
+    assert t["message"].startswith("Failed to load the backend extension: fakedev")
+    assert "fakedev (torch-fakedev)" in t["hint"] and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in t["hint"]
+    assert "--probe: import torch -> error: RuntimeError" in r.json["verdicts"]["dalle-dummy"]["reason"]

@@ -38,18 +38,32 @@ group, never installs or writes anything.
 
 
 def epilog():
-    names = ", ".join(TARGETS)
+    import textwrap
+    names = "\n".join(textwrap.wrap(", ".join(TARGETS), 76, initial_indent="  ", subsequent_indent="  "))
     wf = "\n".join("  %-27s %s" % (k, v) for k, v in WORKFLOWS.items())
     caps = "\n".join("  %-27s %s" % (k, v) for k, v in CAPABILITIES.items())
     return """\
 --require vocabulary (repeat the flag or separate names with commas):
   packages (met when installed with an importable module, no conflicting
   distribution, the NVIDIA flavour for apex, and --probe ok if probed):
-  %s
+%s
   workflows (met when the verdict is "yes"; "unknown" counts as unmet):
 %s
   capabilities (imply --include-cuda):
 %s
+
+package states: installed, not_installed, metadata_only (distribution metadata
+  without its module), module_only (module without distribution metadata).
+  Conflicts: two or more distributions whose top_level.txt / RECORD claim one
+  reported module; NCCL: every nvidia-nccl-cuXX wheel, checked against torch's
+  Requires-Dist pin.
+
+JSON document (--json): schema_version, checker, python, host, packages
+  {name: state, dist, version, import_name, module_path, module_kind, facts,
+  notes}, conflicts, duplicate_installs, nccl_wheels, torch_backend_plugins,
+  probes {name: status, module, exception, message, signal, timeout, ...}
+  (with --probe), cuda (with --include-cuda), verdicts {workflow: verdict,
+  reason, question}, requirements [{name, met, detail}], crashed, exit_code.
 
 exit codes:
   0  ran; every --require'd item met (or none given)
@@ -207,6 +221,12 @@ def run(args, include_cuda, requires, only):
             probes.update(results)
     if probes is not None:
         probes = {name: probes[name] for name in TARGETS if name in probes}
+        plugins = report["torch_backend_plugins"]
+        tp = probes.get("torch")
+        if tp and tp.get("status") not in ("ok", "not_installed") and plugins:
+            tp["hint"] = ("`import torch` loads these torch.backends entry points: %s; if one of them fails, "
+                          "TORCH_DEVICE_BACKEND_AUTOLOAD=0 skips the autoload"
+                          % ", ".join("%s (%s)" % (x["name"], x["dist"]) for x in plugins))
     if probes is not None:
         report["probes"] = probes
     if include_cuda:
