@@ -93,3 +93,24 @@ def test_validator_rules_reference_linked_if_present():
         assert "references/validator-rules.md" in (D.SUB / "SKILL.md").read_text()
     else:
         assert "validator-rules.md" not in (D.SUB / "SKILL.md").read_text()
+
+
+def test_skill_validator_commands(oracle):
+    """The SKILL.md command lines use real validator flags; the first one (on the shipped FSDP2
+    example) exits 0 when run from the repository root."""
+    import shlex
+    import subprocess
+
+    text = (D.SUB / "SKILL.md").read_text()
+    blocks = [b for info, b in D.fenced_blocks(text) if info == "bash"]
+    assert blocks
+    lines = [l for l in blocks[0].splitlines() if l.strip()]
+    flags = set(oracle["facts"]["validator_flags"])
+    for line in lines:
+        for w in shlex.split(line):
+            if w.startswith("--"):
+                assert w in flags, w
+    argv = shlex.split(lines[0])
+    assert argv[1] == "sub-skills/distributed-training-backends/scripts/validate_backend_config.py"
+    proc = subprocess.run([sys.executable, *argv[1:]], cwd=D.REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
