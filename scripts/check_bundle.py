@@ -94,7 +94,8 @@ Rules (the name is printed in every finding)
                    from that skill's SKILL.md
   toc              a Markdown file under a references/ folder with more than
                    100 lines has a table of contents (list items linking to
-                   '#anchors') starting in its first 40 lines
+                   '#anchors') starting in its first 40 lines after the front
+                   matter; those anchors are checked by the 'anchor' rule
   read             the file is readable UTF-8
   internal         the linter itself failed on this file (a bug to report);
                    reported as a finding instead of a traceback
@@ -104,11 +105,11 @@ What "looks like a bundle path" means (rule 'path')
   a token (quotes, brackets and ',;' trimmed; a ':LINE' suffix dropped) is
   checked when it starts with sub-skills/, references/ or scripts/, or
   starts with ../ and ends with /, .md, .py or .sh. Inside fenced code
-  blocks only tokens starting with sub-skills/ are checked. Tokens with
-  placeholder characters (* ? < > { } [ ] $ | = % \\ ...) are skipped, as
-  are URLs and absolute paths. To cite an upstream file that would look like
-  a bundle path, qualify it, e.g. `deepspeed/runtime/config.py` or
-  `DeepSpeed/scripts/x.py`.
+  blocks (``` or ~~~; indented code is read as text) only tokens starting
+  with sub-skills/ are checked. Tokens with placeholder characters
+  (* ? < > { } [ ] $ | = % \\ ...) are skipped, as are URLs and absolute
+  paths. To cite an upstream file that would look like a bundle path,
+  qualify it, e.g. `deepspeed/runtime/config.py` or `DeepSpeed/scripts/x.py`.
 
 How paths resolve
   Links: relative to the directory of the Markdown file (as renderers do).

@@ -441,7 +441,7 @@ def test_help_subprocess(lint):
                    "fixtures/ folder under tests/", "How paths resolve"):
         assert needle in r.stdout
     for rule in ("frontmatter", "fields", "convention", "name", "description", "body-length", "layout",
-                 "link", "path", "anchor", "orphan", "toc", "read"):
+                 "link", "path", "anchor", "orphan", "toc", "read", "internal"):
         assert f"\n  {rule} " in r.stdout, rule
 
 
