@@ -100,6 +100,8 @@ def test_checkpoint_files_and_total_limit(resume_run):
     ]
     # three saves with total_limit=2: checkpoint_0 was deleted
     assert resume_run["resume"][0]["checkpoints_on_disk"] == ["checkpoint_1", "checkpoint_2"]
+    # the resumed run continued the numbering (iteration set by hand) and pruned checkpoint_1
+    assert resume_run["resume"][0]["checkpoints_after_final_save"] == ["checkpoint_2", "checkpoint_3"]
     for phase in ("save", "resume"):
         assert (resume_run["dir"] / f"export_{phase}" / "model.safetensors").is_file()
 

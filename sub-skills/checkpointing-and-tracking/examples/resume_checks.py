@@ -133,6 +133,10 @@ def main() -> None:
         accelerator.load_state()  # no path: newest folder under <project_dir>/checkpoints
         result["at_checkpoint"] = fingerprint(accelerator, model, optimizer, scheduler, counter)
         start_step = counter.steps
+        # load_state does not restore ProjectConfiguration.iteration: continue the numbering
+        # ourselves, or the next save_state() reuses checkpoint_0.
+        newest = max(int(n.rsplit("_", 1)[1]) for n in os.listdir(os.path.join(args.out, "checkpoints")))
+        accelerator.project_configuration.iteration = newest + 1
     result["checkpoints_on_disk"] = sorted(os.listdir(os.path.join(args.out, "checkpoints"))) \
         if os.path.isdir(os.path.join(args.out, "checkpoints")) else []
 
@@ -163,6 +167,10 @@ def main() -> None:
                     ) if accelerator.is_main_process else []
 
     result["final"] = fingerprint(accelerator, model, optimizer, scheduler, counter)
+    if args.phase == "resume":
+        accelerator.save_state()  # checkpoint_3; total_limit=2 then removes checkpoint_1
+        accelerator.wait_for_everyone()
+        result["checkpoints_after_final_save"] = sorted(os.listdir(os.path.join(args.out, "checkpoints")))
     export_dir = os.path.join(args.out, f"export_{args.phase}")
     accelerator.wait_for_everyone()
     accelerator.save_model(model, export_dir)  # main process writes model.safetensors
