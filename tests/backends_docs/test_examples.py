@@ -83,6 +83,7 @@ def test_deepspeed_examples_use_documented_launchers(oracle):
     off = res["deepspeed-zero3-offload.yaml"]["built"]["DeepSpeedPlugin"]
     assert off["offload_param_device"] == "cpu" and off["zero3_init_flag"] is True
     assert "ACCELERATE_DYNAMO_BACKEND" not in res["deepspeed-zero2.yaml"]["env"]  # DeepSpeed exports no dynamo
+    assert "ACCELERATE_DYNAMO_BACKEND" in res["fsdp2.yaml"]["env"]  # ... while torchrun launches do
 
 
 # ------------------------------------------------------------------ validator (bundled helper)
