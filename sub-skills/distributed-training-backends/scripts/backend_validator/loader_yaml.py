@@ -144,7 +144,7 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
         if key in top.key_lines:
             first = top.key_lines[key]
             if top.value.get(key) == value and type(top.value.get(key)) is type(value):
-                add_finding("yaml-duplicate-key-same-value", "warning",
+                add_finding("yaml-duplicate-key-same-value", "info",
                             f"key {key!r} is given twice with the same value (lines {first} and "
                             f"{top.key_mark[0]})", "remove the repeated entry", top.path + (key,), top.key_mark)
             else:

@@ -311,13 +311,15 @@ def int_value(ctx):
 
     Fails:
     ```yaml
-    distributed_type: MULTI_GPU
+    distributed_type: MULTI_CPU
     num_processes: '2'
     ```
     Passes:
     ```yaml
-    distributed_type: MULTI_GPU
+    distributed_type: MULTI_CPU
     num_processes: 2
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
     ```
     """
     e = eff(ctx)
@@ -327,9 +329,11 @@ def int_value(ctx):
     for k in ("num_processes", "num_machines"):
         v = d.get(k)
         if k in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-            if k == "num_processes" and e.launcher == "deepspeed" and not e.multi_machine() \
+            if k == "num_processes" and e.launcher in ("torchrun", "deepspeed") and not e.multi_machine() \
                     and S.as_int(v) is not None:
-                continue  # single-node DeepSpeed only str()s it for torchrun
+                continue  # single node: only str()-ed for torchrun, which parses it
+            if k == "num_processes" and e.launcher == "simple" and isinstance(v, float) and v.is_integer():
+                continue  # compared with > 1 only
             ctx.report((k,), f"{k} is {fmt(v)}, not an integer; the launcher fails comparing/dividing it",
                        f"write {k} as a plain integer")
     v = d.get("machine_rank")

@@ -35,7 +35,7 @@ def duplicate_key(ctx):
     return ()
 
 
-@rule(id="yaml-duplicate-key-same-value", severity="warning", family="input",
+@rule(id="yaml-duplicate-key-same-value", severity="info", family="input",
       summary="a mapping key appears twice with the same value", source=YAML)
 def duplicate_key_same(ctx):
     """Harmless today, but one edit away from a silent override.
