@@ -22,6 +22,7 @@ def test_static_states(fake_static):
     assert p["apex"]["facts"]["flavour"] == "nvidia"
     assert "apex/amp/" in p["apex"]["facts"]["evidence"]
     assert p["horovod"]["facts"]["torch_extension"]  # the fake mpi_lib_v2 extension file
+    assert p["transformer-engine"]["dists_found"] == ["transformer-engine"]
 
 
 def test_static_conflicts_nccl_plugins(fake_static):

@@ -222,6 +222,9 @@ out = {
   "megatron_src": inspect.getsource(I.is_megatron_lm_available),
   "removed": sorted(DC._REMOVED_TOP_LEVEL_CONFIG_KEYS),
   "installed_ops": G.installed_ops, "accelerator_name": G.accelerator_name,
+  "msamp_src": inspect.getsource(I.is_msamp_available),
+  "te_src": inspect.getsource(I.is_transformer_engine_available),
+  "fp8_backends": sorted(m.value for m in __import__("accelerate.utils.dataclasses", fromlist=["x"]).FP8BackendType),
 }
 try:
     import deepspeed.ops.sparse_attention
@@ -247,3 +250,12 @@ print(json.dumps(out))
     assert oracle["sparse"] == "ModuleNotFoundError"
     assert oracle["torch_cuda"] is None and oracle["torch_hip"] is None
     assert oracle["accelerator_name"] == "cpu"
+    # import / distribution names the checker uses for accelerate's FP8 backends
+    assert '"msamp", "ms-amp"' in oracle["msamp_src"]
+    assert targets.TARGETS["ms-amp"][:2] == (("ms-amp",), "msamp")
+    assert '"transformer_engine", "transformer-engine"' in oracle["te_src"]
+    assert targets.TARGETS["transformer-engine"][0][0] == "transformer-engine"
+    assert targets.TARGETS["transformer-engine"][1] == "transformer_engine"
+    assert oracle["fp8_backends"] == ["AO", "MSAMP", "NO", "TE"]
+    assert {k for k in targets.WORKFLOWS if k.startswith("accelerate-fp8-")} == {
+        "accelerate-fp8-te", "accelerate-fp8-msamp", "accelerate-fp8-torchao"}

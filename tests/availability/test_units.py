@@ -146,3 +146,15 @@ def test_vocabulary_is_documented(av):
     _, _, targets = av
     names = set(targets.TARGETS) | set(targets.WORKFLOWS) | set(targets.CAPABILITIES)
     assert len(names) == len(targets.TARGETS) + len(targets.WORKFLOWS) + len(targets.CAPABILITIES)
+
+
+def test_te_needs_the_transformer_engine_distribution(av, real_static, h200):
+    """accelerate looks up importlib.metadata.metadata('transformer-engine'), not the -cu12 wheel."""
+    _, verdicts, _ = av
+    p = _gpu_packages(real_static, h200)
+    p["transformer-engine"].update(state="installed", version="2.5.0", dist="transformer-engine-cu12",
+                                   dists_found=["transformer-engine-cu12", "transformer-engine-torch"])
+    res = verdicts.Verdicts(p, cuda=h200["cuda"]).all()["accelerate-fp8-te"]
+    assert res["verdict"] == "no" and "'transformer-engine' distribution, which is not installed" in res["reason"]
+    p["transformer-engine"]["dists_found"] = ["transformer-engine", "transformer-engine-cu12"]
+    assert verdicts.Verdicts(p, cuda=h200["cuda"]).all()["accelerate-fp8-te"]["verdict"] == "yes"

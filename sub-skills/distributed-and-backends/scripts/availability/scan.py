@@ -513,6 +513,7 @@ def package_report(env):
         if shadowed:
             notes.append("also found (shadowed, not used): " + ", ".join(shadowed))
             rec["shadowed"] = shadowed
+        rec["dists_found"] = sorted({d.key for d in dists})
         if len(dists) > 1:
             rec["other_dists"] = ["%s %s (%s)" % (d.name, d.version, d.path) for d in dists[1:]]
         facts = {}

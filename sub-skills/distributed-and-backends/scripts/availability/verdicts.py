@@ -264,8 +264,16 @@ class Verdicts:
         checks += [lambda: self.gpu_gate("FP8 training"), lambda: self.cc_gate(FP8_MIN_CC, "FP8")]
         return judge(checks, "%s %s installed, every GPU has compute capability >= 8.9" % (label, _v(self.p[name])))
 
+    def te_dist(self):
+        te = self.p["transformer-engine"]
+        if te["state"] in ("installed", "module_only") and "transformer-engine" not in (te.get("dists_found") or []):
+            return ("no", "accelerate's is_transformer_engine_available looks up the 'transformer-engine' "
+                          "distribution, which is not installed (found: %s)"
+                    % (", ".join(te.get("dists_found") or []) or "module only"))
+        return None
+
     def acc_fp8_te(self):
-        return self._fp8("transformer-engine", "Transformer Engine")
+        return self._fp8("transformer-engine", "Transformer Engine", self.te_dist)
 
     def acc_fp8_msamp(self):
         return self._fp8("ms-amp", "MS-AMP")
