@@ -52,8 +52,8 @@ def test_install_name_is_the_router_name():
     name = yaml.safe_load((REPO / "SKILL.md").read_text().split("---\n")[1])["name"]
     install = section("Install as a skill")
     assert f"`{name}`" in install
-    targets = re.findall(r"(?:cp -r \.|git clone \S+) (\S+)", install)
-    assert len(targets) == 2 and all(t.endswith(f"/{name}") for t in targets)
+    targets = re.findall(r"(?:git clone \S+|mkdir -p|tar -x -C) (\S+)", install)
+    assert len(targets) == 3 and all(t.endswith(f"/{name}") for t in targets), targets
 
 
 def test_layout_table_names_existing_paths():
