@@ -151,19 +151,23 @@ def main(argv=None):
 
     try:
         report = run(args, include_cuda, requires, only)
+        if fmt == "json":
+            import json
+            text = json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
+        else:
+            from .render import render_text
+            text = render_text(report)
     except KeyboardInterrupt:
         sys.stderr.write("check_backend_availability: interrupted\n")
         return 130
     except Exception as exc:  # the checker's own bug: one line, exit 4
         sys.stderr.write("check_backend_availability: internal error: %s: %s\n" % (type(exc).__name__, exc))
         return EXIT_INTERNAL
-    if fmt == "json":
-        import json
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=False, default=str) + "\n")
-    else:
-        from .render import render_text
-        sys.stdout.write(render_text(report))
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
     return report["exit_code"]
 
 
