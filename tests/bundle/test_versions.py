@@ -103,6 +103,9 @@ def test_dalle_installed_without_dependencies_as_described():
     assert "from axial_positional_embedding import" in (pkg / "dalle_pytorch.py").read_text()
     assert importlib.util.find_spec("axial_positional_embedding") is None
     assert "`axial_positional_embedding`" in VERSIONS
+    assert "from pkg_resources import" in (pkg / "__init__.py").read_text()
+    assert importlib.util.find_spec("pkg_resources") is None
+    assert "`pkg_resources`" in VERSIONS
 
 
 def test_runtime_requirement_stated():
