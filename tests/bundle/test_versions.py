@@ -114,9 +114,14 @@ def test_runtime_requirement_stated():
     assert "`PyYAML>=6.0`" in TABLE["pyyaml"]["Release tag / commit"]
 
 
-def test_pydantic_recorded_version_is_installed():
+def test_unpinned_transitive_versions_are_the_recorded_ones():
     stated = re.search(r"pydantic (\d+\.\d+\.\d+)", VERSIONS).group(1)
     assert md.version("pydantic") == stated, "DeepSpeed's config checks were verified with this pydantic"
+    stated = re.search(r"setuptools (\d+\.\d+\.\d+)", VERSIONS).group(1)
+    assert md.version("setuptools") == stated, "the pkg_resources statement depends on this setuptools"
+    torch_req = [r for r in md.distribution("torch").requires or [] if r.startswith("setuptools")]
+    assert any("setuptools>=77.0.3" in r.replace(" ", "") for r in torch_req), torch_req
+    assert "`setuptools>=77.0.3`" in VERSIONS
 
 
 def test_reverify_command_is_make_test_and_ci_runs_it():
