@@ -164,6 +164,7 @@ def facts():
         "sagemaker_fields": sorted(f.name for f in dataclasses.fields(SageMakerConfig)),
         "launch_flags": sorted(flags),
         "launch_dests": sorted(dests),
+        "launch_defaults": {a.dest: (None if a.default is None else str(a.default)) for a in lp._actions},
         "to_fsdp2_flags": sorted(to_fsdp2_flags),
         "deepspeed_runner_flags": sorted(ds_flags),
         "ds_json_keys": sorted(ds_json),
