@@ -19,7 +19,7 @@ $(VENV)/.installed: requirements-test.txt
 venv: $(VENV)/.installed
 
 lint:
-	$(PY) scripts/check_bundle.py
+	$(PY) scripts/check_bundle.py --root-name pytorch-distributed-training
 
 test: venv
 	$(VPY) -m pytest
