@@ -59,12 +59,14 @@ def find_dict(src: str, name: str) -> dict:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
                 and isinstance(node.value, ast.Dict):
             d = {}
+            spans = {k.value: [k.lineno, v.end_lineno] for k, v in zip(node.value.keys, node.value.values)}
             for k, v in zip(node.value.keys, node.value.values):
                 if isinstance(v, ast.Dict):
                     d[k.value] = {kk.value: ast.unparse(vv) for kk, vv in zip(v.keys, v.values)}
                 else:
                     d[k.value] = ast.unparse(v)
-            return {"line_start": node.lineno, "line_end": node.end_lineno, "keys": list(d), "values": d}
+            return {"line_start": node.lineno, "line_end": node.end_lineno, "keys": list(d), "values": d,
+                    "key_lines": spans}
     raise KeyError(name)
 
 
@@ -137,7 +139,15 @@ def main() -> None:
             facts["setup.py"] = {"install_requires": ast.literal_eval(node.value)}
     facts[".gitignore"] = {"ignores_dalle_ds_cp": "dalle-ds-cp/" in show(git_dir, full, ".gitignore").splitlines()}
     readme = show(git_dir, full, "README.md")
+    readme_lines = readme.splitlines()
     facts["README.md"] = {
+        "selected_lines": {str(i): readme_lines[i - 1] for i in sorted(set(
+            lines_containing(readme, "$ deepspeed <file>.py [args...] --deepspeed")
+            + lines_containing(readme, "horovodrun -np <num-gpus> <file>.py [args...] --distributed_backend horovod")
+            + lines_containing(readme, "pip install triton==0.4.2")
+            + lines_containing(readme, "docker build -t dalle docker")
+            + lines_containing(readme, "docker run --gpus all")
+            + lines_containing(readme, "rescale the learning rate")))},
         "deepspeed_launch_line": lines_containing(readme, "$ deepspeed <file>.py [args...] --deepspeed"),
         "horovod_launch_line": lines_containing(readme, "horovodrun -np <num-gpus> <file>.py [args...] --distributed_backend horovod"),
         "triton_pin_line": lines_containing(readme, "pip install triton==0.4.2"),
