@@ -24,5 +24,9 @@ lint:
 test: venv
 	$(VPY) -m pytest
 
+bench: venv
+	$(VPY) benchmarks/bench_availability.py
+	@if [ -f benchmarks/bench_validator.py ]; then $(VPY) benchmarks/bench_validator.py; fi
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
