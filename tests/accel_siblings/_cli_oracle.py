@@ -106,6 +106,19 @@ prec["default_file_with_cpu_flag"] = {"num_processes": a.num_processes, "mixed_p
 default_file.unlink()
 out["precedence"] = prec
 
+# Abbreviations and conflicting hardware flags.
+try:
+    with contextlib.redirect_stderr(io.StringIO()):
+        launch_command_parser().parse_args(["--num_proc", "2", "train.py"])
+    out["launch_abbrev_refused"] = False
+except SystemExit:
+    out["launch_abbrev_refused"] = True
+try:
+    merged(["--cpu", "--multi_gpu", "--num_processes", "2"], None)
+    out["cpu_and_multi_gpu_error"] = ""
+except ValueError as exc:
+    out["cpu_and_multi_gpu_error"] = str(exc)
+
 # 3. Where the default config lives, for several HF_HOME / XDG_CACHE_HOME settings.
 import subprocess  # noqa: E402
 
@@ -136,15 +149,20 @@ cmd, env = prepare_simple_launcher_cmd_env(args)
 out["simple_env_keys"] = sorted(k for k in env if k not in os.environ or env[k] != os.environ.get(k))
 
 
-# 6. Dotted API names and keyword arguments named in the docs.
+# 6. Dotted API names and keyword arguments named in the docs. `accelerator.x` is resolved on a
+# real single-process instance, so instance attributes (step, trackers, …) count too.
+from accelerate import Accelerator, PartialState  # noqa: E402
+
+PartialState(cpu=True)  # single process, no process group; accelerate.logging needs a state
+instance = Accelerator(cpu=True)
 MISSING = object()
 
 
 def resolve(name: str):
     parts = name.split(".")
     if parts[0] == "accelerator":
-        parts[0] = "Accelerator"
-    if parts[0] != "accelerate":
+        obj, rest = instance, parts[1:]
+    elif parts[0] != "accelerate":
         for mod in ("accelerate", "accelerate.utils", "accelerate.tracking"):
             m = __import__(mod, fromlist=["_"])
             if hasattr(m, parts[0]):
@@ -199,4 +217,9 @@ from accelerate.utils import LoggerType  # noqa: E402
 out["trackers"] = {name: {"requires_logging_directory": cls.requires_logging_directory}
                    for name, cls in LOGGER_TYPE_TO_CLASS.items()}
 out["logger_types"] = [m.value for m in LoggerType]
+from accelerate.tracking import filter_trackers  # noqa: E402
+from accelerate.utils import is_tensorboard_available  # noqa: E402
+
+out["tensorboard_available"] = bool(is_tensorboard_available())
+out["tensorboard_dropped"] = filter_trackers(["tensorboard"], logging_dir=str(work)) == []
 json.dump(out, sys.stdout)
