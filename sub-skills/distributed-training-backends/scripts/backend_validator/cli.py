@@ -275,12 +275,16 @@ def validate_text(text: str, name: str = "<stdin>", fmt: str = "auto",
     return validate_doc(doc, fmt, options)
 
 
+def _one_line(s: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(s))
+
+
 def _fmt_text(f: Finding) -> str:
     loc = f"{f.file}:{f.line}:{f.col}" if f.line is not None else f"{f.file}"
-    kp = f" [{f.key_path()}]" if f.path else ""
-    out = f"{loc}: {f.severity} {f.rule}: {f.message}{kp}"
+    kp = f" [{_one_line(f.key_path())}]" if f.path else ""
+    out = f"{loc}: {f.severity} {f.rule}: {_one_line(f.message)}{kp}"
     if f.hint:
-        out += f"\n    hint: {f.hint}"
+        out += f"\n    hint: {_one_line(f.hint)}"
     return out
 
 

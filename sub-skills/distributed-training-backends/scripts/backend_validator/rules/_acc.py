@@ -16,8 +16,14 @@ def eff(ctx: Context) -> Effective:
     return e
 
 
-def fmt(v: Any) -> str:
-    return repr(v) if not isinstance(v, str) else f"'{v}'"
+def fmt(v: Any, limit: int = 60) -> str:
+    """A value as shown in a one-line message (quoted, control characters escaped, shortened)."""
+    if isinstance(v, str) and v.isprintable() and "'" not in v:
+        s = f"'{v}'"
+    else:
+        s = repr(v)
+    s = s.replace("\n", "\\n")
+    return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
 def suggest(word: Any, candidates: Iterable[str], strip: Tuple[str, ...] = ()) -> Optional[str]:
@@ -46,7 +52,7 @@ def report_unknown(ctx: Context, block: Optional[str], keys: Iterable[Any], know
     for k in keys:
         path = (block, k) if block else (k,)
         m = suggest(k, known, strip)
-        hint = f"did you mean '{m}'?" if m else f"remove it; {what} keys are: {', '.join(known)}"
+        hint = f"did you mean '{m}'?" if m else f"remove it (known keys: {', '.join(known)})"
         if extra_hint:
             hint = f"{hint} {extra_hint}"
         ctx.report(path, f"unknown key {fmt(k)} in {block or 'the top level'}: {what}", hint)
