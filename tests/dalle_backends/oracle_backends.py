@@ -312,6 +312,26 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     OUT["import_dalle_pytorch_init"] = capture(run_init)[0]
 
+
+class _NoPkgResources:
+    """What setuptools >= 82 looks like to an importer: no pkg_resources module."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pkg_resources":
+            raise ModuleNotFoundError("No module named 'pkg_resources'", name=name)
+        return None
+
+
+_saved_pr = sys.modules.pop("pkg_resources", None)
+sys.meta_path.insert(0, _NoPkgResources)
+try:
+    OUT["import_dalle_pytorch_init_without_pkg_resources"] = capture(run_init)[0]
+finally:
+    sys.meta_path.remove(_NoPkgResources)
+    if _saved_pr is not None:
+        sys.modules["pkg_resources"] = _saved_pr
+
 # --------------------------------------------------------------------------- deepspeed facts
 if not HIDE:
     import deepspeed  # noqa: E402

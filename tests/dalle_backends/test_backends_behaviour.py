@@ -307,6 +307,8 @@ def test_pkg_resources_matches_setuptools(oracle_ds, upstream_facts, docs):
     else:
         assert res["error"] == {"type": "ModuleNotFoundError", "module": "builtins",
                                 "message": "No module named 'pkg_resources'"}
+    assert oracle_ds["import_dalle_pytorch_init_without_pkg_resources"]["error"] == {
+        "type": "ModuleNotFoundError", "module": "builtins", "message": "No module named 'pkg_resources'"}
     assert upstream_facts["setuptools"]["81.0.0"]["has_pkg_resources"] is True
     assert upstream_facts["setuptools"]["82.0.0"]["has_pkg_resources"] is False
     doc = docs["references/distributed-backends.md"]
