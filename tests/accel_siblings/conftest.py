@@ -91,6 +91,7 @@ def examples(repo_root) -> dict[str, Path]:
         "whoami": repo_root / "sub-skills/configuration-and-cli/examples/whoami.py",
         "loop": repo_root / "sub-skills/training-loop-integration/examples/loop_checks.py",
         "resume": repo_root / "sub-skills/checkpointing-and-tracking/examples/resume_checks.py",
+        "dcp": repo_root / "sub-skills/checkpointing-and-tracking/examples/dcp_shards.py",
     }
 
 
@@ -113,7 +114,7 @@ MULTI_CPU_CONFIG = ("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI
 
 @pytest.fixture(scope="session")
 def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]]:
-    """whoami.py under six launch recipes; value = one report per started process."""
+    """whoami.py under seven launch recipes; value = one report per started process."""
     doc_yaml = yaml_block(repo_root / "sub-skills/configuration-and-cli/references/config-file-and-precedence.md")
     recipes = {  # name: (launch args, ACCELERATE_USE_CPU=1?, add a free port?, script args, config text)
         "use_cpu_env+multi_gpu": (MULTI_CPU, True, True, [], None),
@@ -122,6 +123,8 @@ def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]
         "multi_gpu_without_env": (MULTI_CPU, False, True, [], None),
         "use_cpu_env+partial_state_first": (MULTI_CPU, True, True, ["--first", "partial_state"], None),
         "multi_cpu_config": ([], True, False, [], MULTI_CPU_CONFIG),
+        "use_cpu_env+use_fsdp": (["--use_fsdp", "--fsdp_version", "2", "--num_processes", "2"],
+                                 True, True, [], None),
     }
     out: dict[str, list[dict]] = {}
     for name, (args, use_cpu, port, extra, config_text) in recipes.items():
@@ -134,6 +137,22 @@ def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[name] = [json.loads(p.read_text()) for p in sorted(tmp.glob("proc-*.json"))]
     return out
+
+
+@pytest.fixture(scope="session")
+def merge_run(tmp_path_factory, examples) -> dict:
+    """dcp_shards.py on 2 ranks, then `accelerate merge-weights` on its folder and on the root."""
+    tmp = tmp_path_factory.mktemp("dcp")
+    proc = launch("dcp_shards", tmp, MULTI_CPU, examples["dcp"], ["--out", str(tmp)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    env = sandbox_env(tmp / "sandbox-merge", use_cpu=False)
+    runs = {}
+    for name, src in (("folder", tmp / "pytorch_model_fsdp_0"), ("root", tmp)):
+        start = time.monotonic()
+        runs[name] = subprocess.run([accelerate_exe(), "merge-weights", str(src), str(tmp / f"merged_{name}")],
+                                    cwd=tmp, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+        TIMINGS[f"merge-weights:{name}"] = round(time.monotonic() - start, 2)
+    return {"dir": tmp, "runs": runs, "dcp_files": read_json(tmp / "dcp_files.json")}
 
 
 @pytest.fixture(scope="session")

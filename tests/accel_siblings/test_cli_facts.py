@@ -289,8 +289,8 @@ def test_missing_tracker_package_is_dropped_silently(oracle):
 def test_example_paths_named_in_docs_exist(repo_root):
     for md in docs(repo_root):
         skill_dir = md.parent if md.name == "SKILL.md" else md.parent.parent
-        for tok in re.findall(r"`[^`]*?(examples/\w+\.py)", md.read_text()):
-            assert (skill_dir / tok).is_file() or (repo_root / tok).is_file(), f"{md}: {tok}"
+        for tok in re.findall(r"([\w./-]*examples/\w+\.py)", md.read_text()):
+            assert any((base / tok).is_file() for base in (md.parent, skill_dir, repo_root)), f"{md}: {tok}"
 
 
 def test_deepspeed_zero_to_fp32_functions_exist(repo_root):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+from safetensors.numpy import load_file
+
 
 # --- launch topology (configuration-and-cli/references/cpu-multiprocess.md) ---------------
 
@@ -134,3 +137,22 @@ def test_documented_yaml_gives_two_gloo_ranks(topology_runs):
 def test_multi_cpu_config_without_mpirun_starts_one_process(topology_runs):
     procs = topology_runs["multi_cpu_config"]
     assert len(procs) == 1 and procs[0]["num_processes"] == 1
+
+
+def test_use_fsdp_on_cpu_falls_back_to_plain_data_parallel(topology_runs):
+    procs = topology_runs["use_cpu_env+use_fsdp"]
+    assert len(procs) == 2
+    assert all(p["distributed_type"] == "DistributedType.MULTI_CPU" and p["num_processes"] == 2 for p in procs)
+
+
+def test_merge_weights_on_a_two_rank_dcp_folder(merge_run):
+    assert merge_run["dcp_files"] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    folder = merge_run["runs"]["folder"]
+    assert folder.returncode == 0, folder.stderr[-2000:]
+    merged = load_file(str(merge_run["dir"] / "merged_folder" / "model.safetensors"))
+    reference = load_file(str(merge_run["dir"] / "reference" / "model.safetensors"))
+    assert sorted(merged) == sorted(reference) == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    for key in reference:
+        assert np.array_equal(merged[key], reference[key])
+    root = merge_run["runs"]["root"]  # the checkpoint root instead of pytorch_model_fsdp_0
+    assert root.returncode != 0 and "metadata" in root.stderr
