@@ -417,6 +417,78 @@ def _world_size(args):
         return 1
 
 
+def facts():
+    """Names and values the validator's schema copies, read from the installed packages."""
+    import dataclasses
+    import inspect
+    import re
+    import typing
+
+    import torch
+    from accelerate.commands.config import config_args
+    from accelerate.commands.launch import launch_command_parser
+    from accelerate.utils import constants, dataclasses as udc
+    from accelerate.utils.environment import str_to_bool
+
+    parser = launch_command_parser()
+    defaults = {a.dest: _jsonable(a.default) for a in parser._actions if a.dest != "help"}
+    checks_src = inspect.getsource(udc.DeepSpeedPlugin._deepspeed_config_checks)
+    ds_exclusive = [n.replace("ACCELERATE_", "").replace("DEEPSPEED_", "").lower()
+                    for n in re.findall(r'"(ACCELERATE_[A-Z0-9_]+)"', checks_src.split("env_variable_names_to_ignore = [")[1])]
+    words = {}
+    for w in ("y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0", "maybe", "enabled"):
+        try:
+            words[w] = str_to_bool(w)
+        except ValueError:
+            words[w] = None
+    try:
+        from torch._inductor import list_mode_options
+        modes = sorted(list_mode_options().keys()) if callable(list_mode_options) else []
+    except Exception:  # noqa: BLE001
+        modes = []
+    try:
+        from deepspeed.runtime.zero.offload_config import OffloadDeviceEnum
+        devices = sorted(e.value for e in OffloadDeviceEnum)
+    except Exception:  # noqa: BLE001
+        devices = []
+    return {
+        "cluster_fields": [f.name for f in dataclasses.fields(config_args.ClusterConfig)],
+        "sagemaker_fields": [f.name for f in dataclasses.fields(config_args.SageMakerConfig)],
+        "sagemaker_required": [f.name for f in dataclasses.fields(config_args.SageMakerConfig)
+                               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                               and f.name not in ("compute_environment", "distributed_type", "mixed_precision",
+                                                  "use_cpu", "debug")],
+        "distributed_types": [e.value for e in udc.DistributedType],
+        "sagemaker_distributed_types": [e.value for e in udc.SageMakerDistributedType],
+        "compute_environments": [e.value for e in udc.ComputeEnvironment],
+        "precisions": [e.value for e in udc.PrecisionType],
+        "dynamo_backends": [e.value for e in udc.DynamoBackend],
+        "fp8_backends": [e.value for e in udc.FP8BackendType],
+        "fp8_formats": list(typing.get_args(udc.FP8Format)),
+        "fp8_amax_algos": list(typing.get_args(udc.AmaxComputeAlgorithm)),
+        "fp8_opt_levels": list(typing.get_args(udc.OptLevel)),
+        "fsdp_sharding_strategy": list(constants.FSDP_SHARDING_STRATEGY),
+        "fsdp_auto_wrap_policy": list(constants.FSDP_AUTO_WRAP_POLICY),
+        "fsdp_backward_prefetch": list(constants.FSDP_BACKWARD_PREFETCH),
+        "fsdp_state_dict_type": list(constants.FSDP_STATE_DICT_TYPE),
+        "ds_multinode_launchers": list(constants.DEEPSPEED_MULTINODE_LAUNCHERS),
+        "ds_file_exclusive": ds_exclusive,
+        "ds_offload_devices": devices,
+        "parser_defaults": defaults,
+        "truth_words": words,
+        "inductor_modes": modes,
+        "torch": torch.__version__,
+        # ACCELERATE_FP8_* names the recipe kwargs classes read back (setup_fp8_env exports any fp8_* arg)
+        "fp8_env_read": sorted({("fp8_" + n).lower() for c in (udc.TERecipeKwargs, udc.AORecipeKwargs,
+                                                               udc.MSAMPRecipeKwargs)
+                                for n in re.findall(r'env_prefix \+ "(\w+)"', inspect.getsource(c))}),
+        # attributes prepare_multi_gpu_env reads with getattr (present only when a config file sets them)
+        "multi_gpu_env_getattr": re.findall(r'getattr\(args, "(\w+)"',
+                                            inspect.getsource(__import__("accelerate.utils.launch",
+                                                                         fromlist=["x"]).prepare_multi_gpu_env)),
+    }
+
+
 def main():
     req = json.load(sys.stdin)
     notes = []
@@ -432,10 +504,11 @@ def main():
         except Exception:  # noqa: BLE001
             dsv = None
         results = [run_one(item) for item in req.get("configs", [])]
+        fact_table = facts() if req.get("facts") else None
     finally:
         sys.stdout = real_stdout
     out = {"versions": {"accelerate": accelerate.__version__, "torch": torch.__version__, "deepspeed": dsv},
-           "patches": notes, "results": results}
+           "patches": notes, "results": results, "facts": fact_table}
     sys.stdout.write(json.dumps(out, default=str))
 
 

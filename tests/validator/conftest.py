@@ -91,7 +91,7 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe):
         configs.append({"id": f"{r.id}:{label}", "text": text, "name": example_name(lang), "cwd": str(workspace)})
     for p in corpus_files(corpus_dir):
         configs.append({"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name})
-    proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs}),
+    proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer = json.loads(proc.stdout)
@@ -99,6 +99,7 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe):
     results = {r["id"]: r for r in answer["results"]}
     results["__versions__"] = answer["versions"]
     results["__patches__"] = answer["patches"]
+    results["__facts__"] = answer["facts"]
     return results
 
 
