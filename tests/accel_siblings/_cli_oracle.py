@@ -106,6 +106,29 @@ prec["default_file_with_cpu_flag"] = {"num_processes": a.num_processes, "mixed_p
 default_file.unlink()
 out["precedence"] = prec
 
+# How a config file is loaded (load_config_from_file).
+from accelerate.commands.config.config_args import load_config_from_file  # noqa: E402
+
+
+def load(text: str, name: str = "load.yaml"):
+    path = work / name
+    path.write_text(text)
+    try:
+        return load_config_from_file(str(path)), ""
+    except Exception as exc:  # noqa: BLE001 - the message is the fact under test
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+loading = {}
+cfg, _ = load("distributed_type: 'NO'\n")
+loading["minimal_no"] = {"compute_environment": str(cfg.compute_environment.value), "num_processes": cfg.num_processes}
+loading["missing_distributed_type"] = load("num_processes: 2\n")[1]
+loading["unknown_top_level_key"] = load("distributed_type: 'NO'\nnot_a_key: 1\n")[1]
+cfg, err = load("distributed_type: 'NO'\nfsdp_config:\n  not_a_key: 1\n")
+loading["unknown_nested_key_error"] = err
+loading["json_in_yaml"] = load('{"distributed_type": "NO", "num_processes": 1}', "j.yaml")[1]
+out["loading"] = loading
+
 # Abbreviations and conflicting hardware flags.
 try:
     with contextlib.redirect_stderr(io.StringIO()):

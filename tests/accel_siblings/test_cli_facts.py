@@ -304,3 +304,21 @@ def test_deepspeed_zero_to_fp32_functions_exist(repo_root):
         assert fn in defined, fn
         for arg in [a.strip() for a in args.split(",") if a.strip()]:
             assert arg in defined[fn], (fn, arg)
+
+
+def test_config_loading_rules(oracle):
+    lo = oracle["loading"]
+    assert lo["minimal_no"] == {"compute_environment": "LOCAL_MACHINE", "num_processes": 1}
+    assert lo["missing_distributed_type"].startswith("ValueError") and "distributed_type" in lo["missing_distributed_type"]
+    assert "unknown keys" in lo["unknown_top_level_key"] and "not_a_key" in lo["unknown_top_level_key"]
+    assert lo["unknown_nested_key_error"] == ""  # nested blocks are never key-checked
+    assert lo["json_in_yaml"] == ""
+
+
+def test_console_scripts_as_documented(repo_root):
+    from importlib.metadata import distribution
+
+    scripts = sorted(ep.name for ep in distribution("accelerate").entry_points if ep.group == "console_scripts")
+    text = (repo_root / "sub-skills/configuration-and-cli/references/commands.md").read_text()
+    line = text.split("Console scripts installed by the wheel:", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"`([\w-]+)`", line)) == scripts

@@ -12,6 +12,9 @@ It also writes the same weights with accelerator.save_model to <out>/reference/ 
         --main_process_port 29537 \
         sub-skills/checkpointing-and-tracking/examples/dcp_shards.py --out /tmp/dcp
     accelerate merge-weights /tmp/dcp/pytorch_model_fsdp_0 /tmp/dcp/merged
+
+Exit codes: 0 success; 2 bad command-line arguments; 1 (or the launcher's
+non-zero code) when training or a collective fails.
 """
 from __future__ import annotations
 
@@ -27,7 +30,9 @@ from accelerate.utils import set_seed
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True, help="output directory")
     args = parser.parse_args()
 

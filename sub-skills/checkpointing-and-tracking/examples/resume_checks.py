@@ -19,6 +19,9 @@ training, and records the final weights. Each rank writes
 <out>/<phase>_rank<N>.json; the main process also writes JSON Lines metrics
 through the custom tracker in json_tracker.py and a safetensors export with
 save_model().
+
+Exit codes: 0 success; 2 bad command-line arguments; 1 (or the launcher's
+non-zero code) when training or a collective fails.
 """
 from __future__ import annotations
 
@@ -83,7 +86,9 @@ def fingerprint(accelerator, model, optimizer, scheduler, counter) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--phase", choices=("save", "resume"), required=True)
     parser.add_argument("--out", required=True, help="project directory (checkpoints, logs, results)")
     parser.add_argument(

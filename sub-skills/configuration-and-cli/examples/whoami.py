@@ -5,11 +5,13 @@ Run it through the same launch command you plan to train with, e.g.
     ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 \
         --main_process_port 29536 sub-skills/configuration-and-cli/examples/whoami.py
 
-Exit code 0 after printing; any launch error comes from accelerate itself.
 Every started process prints one JSON line (and, with --out DIR, also writes
 DIR/proc-<pid>.json): process_index, num_processes, distributed_type, backend,
 device, and the launcher variables it saw. Two processes that each report
 num_processes 1 mean the launch started independent copies, not one job.
+
+Exit codes: 0 success; 2 bad command-line arguments; 1 (or the launcher's
+non-zero code) when training or a collective fails.
 """
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ ENV_KEYS = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", help="also write proc-<pid>.json into this directory")
     parser.add_argument(
         "--first", choices=("accelerator", "partial_state"), default="accelerator",

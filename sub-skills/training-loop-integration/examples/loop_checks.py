@@ -14,6 +14,9 @@ Each rank writes <out>/rank<N>.json. What it exercises:
   * autocast(), unwrap_model(), print(), main_process_first(),
     split_between_processes(), set_seed(), gather_for_metrics() with an
     uneven last batch, DataLoaderConfiguration.
+
+Exit codes: 0 success; 2 bad command-line arguments; 1 (or the launcher's
+non-zero code) when training or a collective fails.
 """
 from __future__ import annotations
 
@@ -43,7 +46,9 @@ def make_train_data() -> TensorDataset:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True, help="directory for rank<N>.json")
     args = parser.parse_args()
 
