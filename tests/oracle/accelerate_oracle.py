@@ -23,6 +23,9 @@ Stages, in the order accelerate runs them:
             torchao+FSDP+cpu_ram_efficient_loading, int(ACCELERATE_GRADIENT_ACCUMULATION_STEPS)
   deepspeed DeepSpeed's ZeRO config model (deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig)
             on the ZeRO block accelerate generates when no deepspeed_config_file is used
+  deepspeed-runner  for multi-node DeepSpeed: the `deepspeed ...` command accelerate builds, parsed
+            by deepspeed/launcher/runner.py::parse_args, and runner.main's launcher-name dispatch
+            (emulated by name; no runner is started)
   compile   torch.compile(lambda x: x, **TorchDynamoPlugin.to_kwargs()) for the inductor backend
             (lazy: validates the mode, compiles nothing)
 
@@ -385,6 +388,24 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 DeepSpeedZeroConfig(**zc)
             except Exception as e:  # noqa: BLE001
                 raise Stop("deepspeed", e)
+
+        # ---- the `deepspeed` runner command accelerate builds for multi-node launches: parsed with
+        # deepspeed's own argument parser, then runner.main's launcher dispatch (emulated, by name)
+        cmd = res.get("cmd") or []
+        if launcher == "deepspeed" and cmd and cmd[0] == "deepspeed" and "--launcher" in cmd:
+            try:
+                from deepspeed.launcher import constants as dsc
+                from deepspeed.launcher.runner import parse_args as ds_parse_args
+                with contextlib.redirect_stderr(io.StringIO()):
+                    ds_args = ds_parse_args(cmd[1:])
+                known = (dsc.PDSH_LAUNCHER, dsc.OPENMPI_LAUNCHER, dsc.MPICH_LAUNCHER, dsc.IMPI_LAUNCHER,
+                         dsc.MVAPICH_LAUNCHER, dsc.SLURM_LAUNCHER)
+                if ds_args.launcher.lower() not in known:
+                    raise NotImplementedError(f"Unknown launcher {ds_args.launcher} (deepspeed runner, emulated)")
+            except SystemExit as e:
+                raise Stop("deepspeed-runner", ValueError(f"deepspeed runner rejected its arguments ({e})"))
+            except Exception as e:  # noqa: BLE001
+                raise Stop("deepspeed-runner", e)
 
         # ---- torch.compile argument check (inductor)
         if plugins.get("dynamo", {}).get("backend") == "INDUCTOR":

@@ -234,7 +234,14 @@ def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> 
     else:
         path = ds_file if os.path.isabs(ds_file) else os.path.join(options.cwd, ds_file)
         if not os.path.isfile(path):
-            return None
+            decoded = _base64_json(stripped)
+            if decoded is None:
+                return None
+            try:
+                return _load_json(decoded, f"{doc.name}#deepspeed_config_file(base64)", None)
+            except InputError as e:
+                _related_error(res, doc, ds_file, str(e), pos)
+                return None
         try:
             size = os.path.getsize(path)
             if size > loader_yaml.MAX_BYTES:
@@ -254,6 +261,19 @@ def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> 
     except InputError as e:
         _related_error(res, doc, ds_file, str(e), pos)
         return None
+
+
+def _base64_json(s: str) -> Optional[str]:
+    """accelerate's HfDeepSpeedConfig also accepts urlsafe-base64-encoded JSON text."""
+    import base64
+    import binascii
+    if len(s) < 8 or len(s) > loader_yaml.MAX_BYTES:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(s).decode("utf-8")
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    return text if text.lstrip().startswith("{") else None
 
 
 def _related_error(res: FileResult, doc: Doc, ds_file: str, message: str, pos) -> None:

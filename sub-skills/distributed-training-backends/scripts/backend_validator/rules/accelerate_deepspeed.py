@@ -397,3 +397,55 @@ def hostfile_missing(ctx):
                    "None' is passed and DeepSpeed runs on this machine only",
                    "set deepspeed_config.deepspeed_hostfile, or deepspeed_multinode_launcher: standard (torchrun)")
     return ()
+
+
+# deepspeed/launcher/constants.py: names runner.main dispatches on (after .lower())
+DS_RUNNER_LAUNCHERS = ("pdsh", "openmpi", "mpich", "impi", "mvapich", "slurm")
+
+
+@rule(id="acc-ds-multinode-launcher-invalid", severity="error", family="accelerate",
+      summary="multi-node deepspeed_multinode_launcher that neither accelerate nor the deepspeed runner knows",
+      source="deepspeed/launcher/runner.py::main")
+def multinode_launcher(ctx):
+    """For ``num_machines > 1`` accelerate passes ``--launcher <deepspeed_multinode_launcher>`` to the
+    ``deepspeed`` runner unchecked (``standard`` means torchrun, ``nossh`` means ``--no_ssh``); the
+    runner knows pdsh, openmpi, mpich, impi, mvapich and slurm only.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    deepspeed_config:
+      zero_stage: 2
+      deepspeed_hostfile: /job/hostfile
+      deepspeed_multinode_launcher: mpi
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    deepspeed_config:
+      zero_stage: 2
+      deepspeed_hostfile: /job/hostfile
+      deepspeed_multinode_launcher: openmpi
+    ```
+    """
+    e = _ds(ctx)
+    if not e or not e.multi_machine() or not e.has("deepspeed_multinode_launcher"):
+        return ()
+    v = e.get("deepspeed_multinode_launcher")
+    if v is None or v in ("standard", "nossh"):
+        return ()
+    if str(v).lower() not in DS_RUNNER_LAUNCHERS:
+        from ..core import did_you_mean
+        m = did_you_mean(str(v).lower(), S.DS_MULTINODE_LAUNCHERS)
+        ctx.report(e.path("deepspeed_multinode_launcher"), f"deepspeed_multinode_launcher {fmt(v)} is not a launcher "
+                   "the deepspeed runner knows", f"did you mean '{m}'?" if m else
+                   f"use one of: {', '.join(S.DS_MULTINODE_LAUNCHERS)}")
+    return ()

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Benchmark validate_backend_config.py against accelerate's own verdict (prints figures; not a test).
+
+    python benchmarks/bench_validator.py [--runs 10] [--file CONFIG]
+
+Side by side, in one run:
+  1. one config end to end, interpreter start included (target <= 0.1 s): a fresh
+     `python validate_backend_config.py FILE` process, median of --runs;
+  2. the whole shared corpus (accelerate/, deepspeed/, broken/) in ONE invocation (target <= 2 s);
+  3. accelerate 1.15.0 itself reaching its verdict on the same file: a fresh process running
+     tests/oracle/accelerate_oracle.py (config load, launch validation, env preparation, plugin
+     construction; it imports accelerate, torch and deepspeed), median of 3 runs.
+Also printed: bare interpreter start, the in-process time per file, and whether PyYAML's C
+(libyaml) parser is available. Needs the dev environment (accelerate installed) for figure 3.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "validate_backend_config.py"
+ORACLE = REPO / "tests" / "oracle" / "accelerate_oracle.py"
+CORPUS = REPO.parent / "shared" / "corpus"
+DEFAULT_FILE = CORPUS / "accelerate" / "huggingface__accelerate__tests__test_configs__latest_fsdp.yaml"
+
+
+def timed(cmd, runs, stdin=None):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, input=stdin, capture_output=True, text=True, cwd=str(REPO))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--file", default=str(DEFAULT_FILE))
+    a = ap.parse_args()
+    py = sys.executable
+    files = sorted(str(p) for d in ("accelerate", "deepspeed", "broken") for p in (CORPUS / d).iterdir()
+                   if p.is_file()) if CORPUS.is_dir() else []
+
+    import yaml
+    sys.path.insert(0, str(SCRIPT.parent))
+    from backend_validator import cli, core  # noqa: E402
+    cli._rules_loaded()
+    text = Path(a.file).read_text(encoding="utf-8")
+    n = 200
+    t0 = time.perf_counter()
+    for _ in range(n):
+        cli.validate_text(text, a.file, "auto", core.Options(cwd=str(REPO)))
+    per_file_ms = (time.perf_counter() - t0) / n * 1000
+
+    bare = timed([py, "-c", "pass"], a.runs)
+    one = timed([py, str(SCRIPT), a.file], a.runs)
+    corpus = timed([py, str(SCRIPT)] + files, max(3, a.runs // 2)) if files else (float("nan"),) * 2
+    req = json.dumps({"configs": [{"id": "x", "path": a.file, "name": os.path.basename(a.file)}]})
+    try:
+        import accelerate  # noqa: F401
+        acc = timed([py, str(ORACLE)], 3, stdin=req)
+    except ImportError:
+        acc = (float("nan"),) * 2
+
+    print(f"validator benchmark  (python {sys.version.split()[0]}, PyYAML {yaml.__version__}, "
+          f"libyaml C parser: {'yes' if getattr(yaml, '__with_libyaml__', False) else 'NO (pure Python)'}, "
+          f"{os.cpu_count()} CPUs, {len(core.REGISTRY)} rules)")
+    print(f"file: {os.path.relpath(a.file, REPO)}")
+    print(f"{'measurement':<58} {'median s':>9} {'min s':>8} {'target':>8}")
+    rows = [
+        ("bare interpreter start (python -c pass)", bare, ""),
+        ("validator, one file, end to end (fresh process)", one, "<= 0.1"),
+        (f"validator, whole corpus in one invocation ({len(files)} files)", corpus, "<= 2"),
+        ("accelerate 1.15.0's own verdict on the same file (fresh process)", acc, ""),
+    ]
+    for label, (med, mn), target in rows:
+        print(f"{label:<58} {med:>9.3f} {mn:>8.3f} {target:>8}")
+    print(f"{'validator in-process, per file (after import)':<58} {per_file_ms / 1000:>9.4f}")
+    if acc[0] == acc[0] and one[0] > 0:
+        print(f"accelerate / validator (one file, end to end): {acc[0] / one[0]:.0f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
