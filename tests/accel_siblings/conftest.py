@@ -86,6 +86,12 @@ def read_json(path: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
+def sandbox():
+    """The environment builder used for every subprocess of this test area."""
+    return sandbox_env
+
+
+@pytest.fixture(scope="session")
 def examples(repo_root) -> dict[str, Path]:
     return {
         "whoami": repo_root / "sub-skills/configuration-and-cli/examples/whoami.py",

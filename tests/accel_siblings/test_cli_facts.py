@@ -130,14 +130,15 @@ def doc_facts(repo_root):
 
 
 @pytest.fixture(scope="session")
-def oracle(doc_facts, tmp_path_factory):
+def oracle(doc_facts, tmp_path_factory, sandbox):
     work = tmp_path_factory.mktemp("cli-oracle")
     request = {
         "api": doc_facts["apis"] + [c[0] for c in doc_facts["calls"]],
         "calls": [[name, kws] for name, kws, _ in doc_facts["calls"] if kws],
     }
+    env = sandbox(work / "sandbox", use_cpu=False)  # private HOME/HF_HOME/TMPDIR, offline
     proc = subprocess.run([sys.executable, str(ORACLE), str(work)], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=env, cwd=work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
