@@ -134,6 +134,8 @@ def _install_patches(notes):
         if port is None:
             port = 29500
         operator.index(port)  # socket.connect_ex needs an int port; a string fails the same way
+        if not 0 <= port <= 65535:
+            raise OverflowError("connect_ex(): port must be 0-65535.")  # what socket raises
         return False
 
     ulaunch.is_port_in_use = port_check

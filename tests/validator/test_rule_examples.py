@@ -50,6 +50,13 @@ PROBES = {
     "acc-parallelism-ignored": lambda r: "ACCELERATE_USE_PARALLELISM_CONFIG" not in _env(r),
     "acc-fp8-unknown-key": lambda r: _pl(r, "fp8")["amax_history_len"] == 1024,
     "acc-fp8-config-ignored": lambda r: not any(k.startswith("ACCELERATE_FP8_") for k in _env(r)),
+    "acc-gpu-ids-fewer-than-processes": lambda r: len(_env(r)["CUDA_VISIBLE_DEVICES"].split(","))
+    < int(r["args"]["nproc_per_node"]),
+    "acc-num-processes-not-divisible": lambda r: int(r["args"]["nproc_per_node"]) * int(r["args"]["nnodes"])
+    != r["loaded"]["num_processes"],
+    "acc-false-string-is-truthy": lambda r: _env(r).get("ACCELERATE_DEBUG_MODE") == "true",
+    "acc-fsdp-cls-to-wrap-list": lambda r: _pl(r, "fsdp")["transformer_cls_names_to_wrap"]
+    == ["['LlamaDecoderLayer']"],
     "yaml-bool-word": lambda r: r["raw"]["main_process_ip"] is True,
     "yaml-number-as-string": lambda r: r["raw"]["fsdp_config"]["fsdp_min_num_params"] == "1e8",
     "yaml-1-1-integer": lambda r: r["raw"]["main_process_port"] == 8,

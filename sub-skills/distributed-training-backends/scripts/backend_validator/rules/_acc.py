@@ -26,14 +26,40 @@ def fmt(v: Any, limit: int = 60) -> str:
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
+def home_of(key: Any, block: Optional[str]) -> Optional[str]:
+    """The block (or 'the top level') where a key placed in the wrong spot belongs."""
+    from . import accelerate_schema as S
+    if not isinstance(key, str):
+        return None
+    homes = [("fsdp_config", S.FSDP_KEYS, "fsdp_"), ("deepspeed_config", S.DEEPSPEED_KEYS, ""),
+             ("parallelism_config", S.PARALLELISM_KEYS, ""), ("megatron_lm_config", S.MEGATRON_KEYS, ""),
+             ("fp8_config", S.FP8_KEYS, "fp8_"), ("dynamo_config", S.DYNAMO_KEYS, "dynamo_"),
+             ("mpirun_config", S.MPIRUN_KEYS, "")]
+    for name, keys, prefix in homes:
+        if name == block:
+            continue
+        if key in keys and key not in ("fp8_backend",) or (prefix and block is not None and prefix + key in keys
+                                                            and len(key) > 8):
+            return name
+    if block is not None and key in S.CLUSTER_FIELDS:
+        return "the top level"
+    return None
+
+
 def suggest(word: Any, candidates: Iterable[str], strip: Tuple[str, ...] = ()) -> Optional[str]:
-    """did_you_mean, also trying the word with a known prefix added or removed."""
+    """did_you_mean, also trying the word with a known prefix added or removed, and case-insensitively."""
     cands = list(candidates)
     if not isinstance(word, str):
         return None
     m = did_you_mean(word, cands)
     if m:
         return m
+    lower = {c.lower(): c for c in cands}
+    if word.lower() in lower:
+        return lower[word.lower()]
+    m = did_you_mean(word.lower(), list(lower))
+    if m:
+        return lower[m]
     for p in strip:
         if word.startswith(p):
             m = did_you_mean(word[len(p):], cands)
@@ -52,7 +78,11 @@ def report_unknown(ctx: Context, block: Optional[str], keys: Iterable[Any], know
     for k in keys:
         path = (block, k) if block else (k,)
         m = suggest(k, known, strip)
-        hint = f"did you mean '{m}'?" if m else f"remove it (known keys: {', '.join(known)})"
+        home = home_of(k, block)
+        if home and not (m and m != k and home == "the top level"):
+            hint = f"'{k}' belongs in {home}" + (f" (here, did you mean '{m}'?)" if m else "")
+        else:
+            hint = f"did you mean '{m}'?" if m else f"remove it (known keys: {', '.join(known)})"
         if extra_hint:
             hint = f"{hint} {extra_hint}"
         ctx.report(path, f"unknown key {fmt(k)} in {block or 'the top level'}: {what}", hint)

@@ -1018,3 +1018,138 @@ def missing_package(ctx):
         ctx.report(("mpirun_config",), "mpirun_hostfile needs mpirun or mpiexec on PATH (not found here)",
                    "install Open MPI, Intel MPI or MVAPICH where the job runs")
     return ()
+
+
+def _gpu_launcher(e):
+    return e.launcher in ("torchrun", "deepspeed")
+
+
+@rule(id="acc-gpu-ids-fewer-than-processes", severity="warning", family="accelerate",
+      summary="gpu_ids lists fewer GPUs than processes per machine", source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def gpu_ids_fewer(ctx):
+    """``gpu_ids`` becomes ``CUDA_VISIBLE_DEVICES`` while ``num_processes / num_machines`` processes are
+    started per machine; the surplus ranks have no GPU of their own (invalid device ordinal at run time).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0,1'
+    num_processes: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0,1,2,3'
+    num_processes: 4
+    ```
+    """
+    e = eff(ctx)
+    ids = ctx.doc.data.get("gpu_ids")
+    n = e.world_size()
+    nm = e.num_machines if isinstance(e.num_machines, int) and not isinstance(e.num_machines, bool) else None
+    if not _gpu_launcher(e) or not isinstance(ids, str) or ids == "all" or n is None or not nm or nm < 1:
+        return ()
+    per_node = n // nm
+    count = len([x for x in ids.split(",") if x.strip() != ""])
+    if 0 < count < per_node:
+        ctx.report(("gpu_ids",), f"gpu_ids names {count} GPU(s) but {per_node} processes start on each machine",
+                   f"list {per_node} GPU ids, or lower num_processes")
+    return ()
+
+
+@rule(id="acc-num-processes-not-divisible", severity="warning", family="accelerate",
+      summary="num_processes is not a multiple of num_machines (the remainder is dropped)",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def not_divisible(ctx):
+    """Multi-machine launches start ``num_processes // num_machines`` processes per machine, so a
+    remainder is silently lost (num_processes is the total over all machines).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 9
+    machine_rank: 0
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 8
+    machine_rank: 0
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    n = e.world_size()
+    if not _gpu_launcher(e) or n is None or not e.multi_machine():
+        return ()
+    nm = e.num_machines
+    if n % nm:
+        ctx.report(("num_processes",), f"num_processes {n} is not a multiple of num_machines {nm}: "
+                   f"{n // nm} per machine start, {(n // nm) * nm} in total",
+                   "num_processes is the total over all machines: use a multiple of num_machines")
+    return ()
+
+
+@rule(id="acc-port-out-of-range", severity="error", family="accelerate",
+      summary="main_process_port is outside 0-65535", source="accelerate/utils/other.py::is_port_in_use")
+def port_range(ctx):
+    """The torchrun and DeepSpeed launchers probe the port with a socket before starting; a port
+    outside 0-65535 fails there (0 picks a free port).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    main_process_port: 295000
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    v = ctx.doc.data.get("main_process_port")
+    if _gpu_launcher(e) and isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 65535:
+        ctx.report(("main_process_port",), f"main_process_port {v} is not a TCP port (0-65535)",
+                   "use a free port such as 29500, or 0 to pick one automatically")
+    return ()
+
+
+@rule(id="acc-false-string-is-truthy", severity="warning", family="accelerate",
+      summary="debug / tpu_use_cluster given as a quoted false word, which Python treats as true",
+      source=LAUNCH)
+def false_string_truthy(ctx):
+    """``debug`` and ``tpu_use_cluster`` are tested with Python truthiness, so the string
+    ``'false'`` (or ``'no'``, ``'0'``) switches them on.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    debug: 'false'
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    debug: false
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker:
+        return ()
+    for k in ("debug", "tpu_use_cluster"):
+        v = ctx.doc.data.get(k)
+        if isinstance(v, str) and v != "" and S.truth(v) is False:
+            if k == "tpu_use_cluster" and not e.is_xla:
+                continue
+            ctx.report((k,), f"{k} is the string {fmt(v)}, which is truthy: {k} is switched ON",
+                       f"write {k}: false (unquoted)")
+    return ()

@@ -567,3 +567,37 @@ def fsdp2_ignored(ctx):
             hint = "remove it (FSDP1 only)"
         ctx.report(e.path(k), f"{k} {fmt(v)} has no effect with fsdp_version 2", hint)
     return ()
+
+
+@rule(id="acc-fsdp-cls-to-wrap-list", severity="warning", family="accelerate",
+      summary="fsdp_transformer_layer_cls_to_wrap given as a YAML list (exported as its Python repr)",
+      source="accelerate/utils/launch.py::prepare_multi_gpu_env")
+def cls_to_wrap_list(ctx):
+    """The launcher exports ``str(value)`` and the plugin splits it on commas, so a YAML list
+    arrives as the class name ``['LlamaDecoderLayer']`` and is never found in the model.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+      fsdp_transformer_layer_cls_to_wrap: [LlamaDecoderLayer]
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+      fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+    ```
+    """
+    e = _fsdp(ctx)
+    if e and isinstance(e.get("fsdp_transformer_layer_cls_to_wrap"), (list, tuple, dict)):
+        v = e.get("fsdp_transformer_layer_cls_to_wrap")
+        names = ",".join(map(str, v)) if not isinstance(v, dict) else ",".join(map(str, v))
+        ctx.report(e.path("fsdp_transformer_layer_cls_to_wrap"), "fsdp_transformer_layer_cls_to_wrap is a YAML "
+                   f"list; the plugin receives the text {fmt(str(v))} as class names",
+                   f"write a comma-separated string: {names}")
+    return ()
