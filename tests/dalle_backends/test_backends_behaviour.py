@@ -356,8 +356,11 @@ def test_quoted_exceptions_were_observed(all_docs_text, oracle_ds, oracle_nods, 
     """Every `ExceptionType: message` quoted in the docs was produced by an oracle or a recorded run."""
     import json
 
+    from pathlib import Path
+
+    real_run = (Path(__file__).parent / "gpu_train_dalle_h200.json").read_text()
     observed = " ".join((json.dumps(oracle_ds), json.dumps(oracle_nods), json.dumps(gpu_run),
-                         json.dumps(upstream_facts)))
+                         json.dumps(upstream_facts), json.dumps(json.loads(real_run))))
     observed = observed.replace("\\\"", "\"").replace("\\n", " ")
     flat = " ".join(all_docs_text.split())
     quoted = re.findall(r"`((?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception))): ([^`]+)`", flat)
@@ -398,3 +401,35 @@ def test_cuda_call_on_cpu_build(oracle_ds, docs, repo_facts):
     assert repo_facts["train_vae.py"]["cuda_calls"] == [148, 232]
     assert repo_facts["generate.py"]["cuda_calls"] == [105, 120]
     assert "`AssertionError: Torch not compiled with CUDA enabled`" in docs["references/troubleshooting.md"]
+
+
+def test_gpu_run_of_the_real_scripts(docs):
+    import json
+    from pathlib import Path
+
+    r = json.loads((Path(__file__).parent / "gpu_train_dalle_h200.json").read_text())
+    assert r["env"]["gpu"] == "NVIDIA H200"
+    assert r["unpatched"]["rc"] == 1 and r["unpatched"]["cmd"].startswith("deepspeed --num_gpus 1 train_dalle.py")
+    assert any(AMP_MSG in line for line in r["unpatched"]["error_lines"])
+    assert r["patched"]["rc"] == 0 and r["patched"]["loss_lines"]
+    assert "--deepspeed --fp16" in r["patched"]["cmd"]
+    for f in ("dalle.pt", "dalle-ds-cp/auxiliary.pt", "dalle-ds-cp/latest", "dalle-ds-cp/global_step1/mp_rank_00_model_states.pt"):
+        assert f in r["after_patched"], f
+    assert r["auxiliary_weights_type"] == "str"
+    assert r["auxiliary_keys"] == ["epoch", "hparams", "vae_class_name", "vae_params", "version", "weights"]
+    assert r["dalle_pt_keys"] == ["epoch", "hparams", "opt_state", "scheduler_state", "vae_class_name", "vae_params",
+                                  "version", "weights"]
+    assert r["resume"]["rc"] == 0 and "--dalle_path dalle.pt --deepspeed" in r["resume"]["cmd"]
+    assert r["generate_plain"]["rc"] == 0 and "outputs/a_noisy_square/0.png" in r["generated"]
+    assert "outputs/a_noisy_square/caption.txt" in r["generated"]
+    msg = "TypeError: Expected state_dict to be dict-like, got <class 'str'>."
+    assert r["generate_auxiliary"]["rc"] == 1 and msg in r["generate_auxiliary"]["error_lines"]
+    assert r["lr_decay"]["rc"] == 1
+    assert "TypeError: ReduceLROnPlateau.__init__() got an unexpected keyword argument 'verbose'" in \
+        r["lr_decay"]["error_lines"]
+    doc = " ".join(docs["references/distributed-backends.md"].split())
+    assert f"`{msg}`" in doc
+    assert "the same script with lines 488-491 deleted trains, saves, resumes, and `generate.py` reads its `dalle.pt`" in doc
+    assert f"`{msg}`" in docs["references/troubleshooting.md"]
+    # the doc's table of what the DeepSpeed checkpoint files hold matches what the run wrote
+    assert "`hparams`, `vae_params`, `epoch`, `version`, `vae_class_name`, and `weights` set to a **string**" in doc

@@ -106,6 +106,12 @@ def test_every_flag_named_exists(all_docs_text, repo_facts, oracle_ds, oracle_no
     known.update(re.findall(r"--[a-z][\w-]*", pip_help))
     for key in ("install_apex.sh", "install_deepspeed.sh", "docker/Dockerfile", "README.md"):
         known.update(re.findall(r"--[a-z][\w-]*", json.dumps(repo_facts[key])))
+    # the `deepspeed` launcher's own options, read from the installed deepspeed/launcher/runner.py
+    import importlib.util
+
+    runner = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0]) / "launcher" / "runner.py"
+    known.update(re.findall(r'add_argument\(\s*"(--[a-z][\w-]*)"', runner.read_text()))
+    assert "--num_gpus" in known
     for key in ("deepspeed_install_sh", "apex_config_settings_example", "pip"):
         known.update(re.findall(r"--[a-z][\w-]*", json.dumps(upstream_facts[key])))
     named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", all_docs_text))
