@@ -378,3 +378,37 @@ def test_bundle_linter_clean_for_this_sub_skill():
     assert mine == []
     sizes = {f["path"]: f for f in data["files"]}
     assert sizes["sub-skills/distributed-and-backends/SKILL.md"]["lines"] < 500
+
+
+# --------------------------------------------------------------------------- the seed's routes, boundaries, safety
+
+def test_skill_keeps_seed_routes_boundaries_and_safety(docs, repo_facts):
+    skill = docs["SKILL.md"]
+    rows = table_rows(skill, "## Typical routes")
+    requests = [r[0] for r in rows]
+    for seed_request in ('"Can I use DeepSpeed?"', '"What does `--deepspeed` do?"', '"Use Horovod"',
+                         '"Install Apex or sparse attention"', '"Choose `attn_types`"'):
+        assert seed_request in requests, seed_request
+    for sibling in ("../vae-training/SKILL.md", "../dalle-training/SKILL.md", "../generation-and-ranking/SKILL.md"):
+        assert f"`{sibling}`" in skill
+        assert (SKILL / sibling).resolve().is_file(), sibling
+    safety = flat(skill.split("## Safety rules", 1)[1])
+    for phrase in ("source builds", "`sudo apt-get`", "Docker builds", "distributed launchers",
+                   "explicit approval", "proves only that torch sees a device",
+                   "Keep DeepSpeed, Horovod, Apex and triton optional"):
+        assert phrase in safety, phrase
+    # attn_types named in the route exist as values the script's help text lists
+    attn = next(f for f in repo_facts["scripts"]["train_dalle.py"]["flags"] if f["flags"] == ["--attn_types"])
+    assert attn["default"] == "full"
+    route = next(r for r in rows if r[0] == '"Choose `attn_types`"')[1]
+    import importlib.util
+
+    tsrc = (Path(importlib.util.find_spec("dalle_pytorch").submodule_search_locations[0]) / "transformer.py").read_text()
+    accepted = set(re.findall(r"attn_type == '(\w+)'", tsrc))
+    assert accepted == {"full", "sparse", "axial_row", "axial_col", "conv_like"}
+    for value in accepted:
+        assert f"`{value}`" in route
+    table = table_rows(docs["references/distributed-backends.md"], "## Attention types")
+    assert {v.strip("`") for r in table for v in r[0].split(", ")} == accepted
+    setup = docs["references/docker-and-system-setup.md"]
+    assert setup.count("**[approval]**") >= 5
