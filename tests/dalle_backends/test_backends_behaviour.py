@@ -433,3 +433,20 @@ def test_gpu_run_of_the_real_scripts(docs):
     assert f"`{msg}`" in docs["references/troubleshooting.md"]
     # the doc's table of what the DeepSpeed checkpoint files hold matches what the run wrote
     assert "`hparams`, `vae_params`, `epoch`, `version`, `vae_class_name`, and `weights` set to a **string**" in doc
+
+
+def test_named_deepspeed_sources(docs):
+    """Source locations the references name in the installed deepspeed exist and say what is claimed."""
+    from pathlib import Path
+
+    root = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0])
+    cfg = (root / "runtime" / "config.py").read_text()
+    assert "_REMOVED_TOP_LEVEL_CONFIG_KEYS" in cfg and '"amp":' in cfg and '"sparse_attention":' in cfg
+    builder = (root / "ops" / "op_builder" / "builder.py").read_text()
+    assert "def assert_no_cuda_mismatch" in builder and "cuda_minor_mismatch_ok" in builder
+    accel = (root / "accelerator" / "real_accelerator.py").read_text()
+    assert "Setting accelerator to CPU" in accel
+    assert not (root / "ops" / "sparse_attention").exists()
+    text = "\n".join(docs.values())
+    assert "`_REMOVED_TOP_LEVEL_CONFIG_KEYS`" in text and "`assert_no_cuda_mismatch`" in text
+    assert "`Setting accelerator to CPU`" in text
