@@ -450,3 +450,12 @@ def test_named_deepspeed_sources(docs):
     text = "\n".join(docs.values())
     assert "`_REMOVED_TOP_LEVEL_CONFIG_KEYS`" in text and "`assert_no_cuda_mismatch`" in text
     assert "`Setting accelerator to CPU`" in text
+
+
+def test_torch_extension_lock_is_a_file_baton(docs):
+    from pathlib import Path
+
+    root = Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+    src = (root / "utils" / "cpp_extension.py").read_text()
+    assert "FileBaton(os.path.join(build_directory, 'lock'))" in src
+    assert "torch's `FileBaton` waits for it forever" in docs["references/troubleshooting.md"]
