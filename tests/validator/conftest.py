@@ -84,13 +84,15 @@ def corpus_files(corpus_dir: Path):
 
 
 @pytest.fixture(scope="session")
-def oracle(rule_examples, workspace, corpus_dir, python_exe):
+def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
     """Run the oracle once on every rule example and corpus config; return {id: result}."""
     configs = []
     for r, label, lang, text in rule_examples:
         configs.append({"id": f"{r.id}:{label}", "text": text, "name": example_name(lang), "cwd": str(workspace)})
     for p in corpus_files(corpus_dir):
         configs.append({"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name})
+    for i, text in enumerate(generated):
+        configs.append({"id": f"gen:{i}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
     proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -124,3 +126,96 @@ def helpers():
     h.corpus_files = corpus_files
     h.own_rule = own_rule
     return h
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated configs for the differential test: plausible Accelerate configs mixing valid and
+# invalid values for every block, drawn with a fixed seed (not hand-written fixtures).
+N_GENERATED = 400
+GEN_SEED = 20261130
+
+
+def _gen_config(rng):
+    from backend_validator.rules import accelerate_schema as S
+    c = rng.choice
+    dt = c(["NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED", "FSDP", "FSDP", "DEEPSPEED", "MEGATRON_LM", "XLA",
+            "multi_gpu", False])
+    d = {"compute_environment": c(["LOCAL_MACHINE"] * 20 + ["local"]), "distributed_type": dt}
+    if rng.random() < 0.9:
+        d["num_processes"] = c([1, 2, 4, 8, 9, "2", 0, -1, 16])
+    for key, p, vals in (("num_machines", 0.3, [1, 2, "2"]), ("machine_rank", 0.3, [0, 1, "0"]),
+                         ("main_process_ip", 0.3, ["10.0.0.1", None]),
+                         ("main_process_port", 0.3, [29500, 0, "xx", 70000, None]),
+                         ("mixed_precision", 0.5, ["no", "fp16", "bf16", "fp8", "FP16", "fp32", False, None]),
+                         ("gpu_ids", 0.3, ["all", "0", "0,1", 0, "0,1,2,3"]), ("use_cpu", 0.2, [True, False]),
+                         ("debug", 0.2, [True, False, "false"])):
+        if rng.random() < p:
+            d[key] = c(vals)
+    if rng.random() < 0.2:
+        d[c(["rdzv_backend", "same_network", "enable_cpu_affinity"])] = c(["c10d", True, "static", False])
+    if dt == "DEEPSPEED" or rng.random() < 0.1:
+        opts = {"zero_stage": [0, 1, 2, 3, 4, "3"], "offload_optimizer_device": ["none", "cpu", "nvme", "gpu", "CPU"],
+                "offload_param_device": ["none", "cpu", "nvme", "gpu"],
+                "gradient_accumulation_steps": [1, 4, "auto", 2.0], "gradient_clipping": [1.0, "auto", "none", None],
+                "zero3_init_flag": [True, False, "yes", "maybe"], "zero3_save_16bit_model": [True, False, "yes", 1],
+                "deepspeed_config_file": ["ds_config.json", "missing.json"],
+                "deepspeed_multinode_launcher": ["pdsh", "standard", "mpi", "nossh"]}
+        d["deepspeed_config"] = {k: c(opts.get(k, ["x", None, 1])) for k in rng.sample(S.DEEPSPEED_KEYS, rng.randint(0, 5))}
+    if dt == "FSDP" or rng.random() < 0.1:
+        opts = {"fsdp_version": [1, 2, 2, "2", 3], "fsdp_sharding_strategy": ["FULL_SHARD", "SHARD_GRAD_OP", 1, "FULL"],
+                "fsdp_reshard_after_forward": [True, False, "FULL_SHARD", "SHARD_GRAD_OP"],
+                "fsdp_offload_params": [True, False, "maybe", None], "fsdp_min_num_params": [100000000, "1e8", 1.0e8],
+                "fsdp_auto_wrap_policy": ["TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP",
+                                          "transformer_based_wrap", "X"],
+                "fsdp_transformer_layer_cls_to_wrap": ["LlamaDecoderLayer", ["A", "B"], None],
+                "fsdp_backward_prefetch": ["BACKWARD_PRE", "NO_PREFETCH", "PRE", None],
+                "fsdp_state_dict_type": ["FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT", "FULL"],
+                "fsdp_cpu_ram_efficient_loading": [True, False, "false"],
+                "fsdp_sync_module_states": [True, False, "false"], "fsdp_ignored_modules": [None, "lm_head"]}
+        d["fsdp_config"] = {k: c(opts.get(k, [True, False])) for k in rng.sample(S.FSDP_KEYS, rng.randint(0, 7))}
+    if rng.random() < 0.25:
+        b = {}
+        for k in rng.sample(S.PARALLELISM_KEYS, rng.randint(0, 4)):
+            if k.endswith("_size"):
+                b[k] = c([1, 2, 4, 0, "2"])
+            elif k.endswith("cp_backend"):
+                b[k] = c(["torch", "ring"])
+            elif k.endswith("sp_backend"):
+                b[k] = c(["deepspeed", "x"])
+            elif k.endswith("comm_strategy"):
+                b[k] = c(["allgather", "alltoall", "ring"])
+            elif k.endswith("attn_implementation"):
+                b[k] = c(["sdpa", "eager", "flash_attention_2", "org/flash-attn"])
+            elif k.endswith("is_variable"):
+                b[k] = c([True, False])
+            else:
+                b[k] = c([None, 1024, "x"])
+        d["parallelism_config"] = b
+    if d.get("mixed_precision") == "fp8" or rng.random() < 0.1:
+        opts = {"backend": ["TE", "MSAMP", "AO", "te", "MS-AMP"], "fp8_format": ["HYBRID", "E4M3", "e5m2", "X"],
+                "amax_history_len": [16, "x"], "amax_compute_algo": ["max", "MAX", "avg"],
+                "override_linear_precision": [[False, False, False], "(false, false, false)"],
+                "opt_level": ["O1", "O2", "O3"], "pad_inner_dim": [True, "x"], "margin": [0, "x"],
+                "amax_history_length": [16]}
+        d["fp8_config"] = {k: c(v) for k, v in rng.sample(sorted(opts.items()), rng.randint(0, 4))}
+    if rng.random() < 0.15:
+        d["dynamo_config"] = {k: c(v) for k, v in (("dynamo_backend", ["INDUCTOR", "inductor", "NO", "x", False]),
+                                                    ("dynamo_mode", ["default", "fast", "max-autotune"]),
+                                                    ("dynamo_use_fullgraph", [True, "maybe"])) if rng.random() < 0.7}
+    if dt == "MEGATRON_LM" and rng.random() < 0.7:
+        d["megatron_lm_config"] = {"megatron_lm_tp_degree": c([1, 2, "two"]), "megatron_lm_pp_degree": c([1, 2])}
+    return d
+
+
+def generated_configs():
+    import random
+
+    import yaml
+    _import_validator()
+    rng = random.Random(GEN_SEED)
+    return [yaml.safe_dump(_gen_config(rng), sort_keys=False) for _ in range(N_GENERATED)]
+
+
+@pytest.fixture(scope="session")
+def generated():
+    return generated_configs()

@@ -326,12 +326,31 @@ def int_value(ctx):
     if e.sagemaker:
         return ()
     d = ctx.doc.data
+    np_ = d.get("num_processes")
+    np_bad = "num_processes" in d and np_ is not None and (isinstance(np_, bool) or not isinstance(np_, int))
+    if np_bad and isinstance(np_, str) and d.get("use_cpu"):
+        # _validate_launch_command: `args.use_cpu and args.num_processes >= 1`, for every launcher
+        ctx.report(("num_processes",), f"num_processes is {fmt(np_)}, not an integer; with use_cpu accelerate "
+                   "launch compares it with 1 and fails", "write num_processes as a plain integer")
+        return ()
+    nm_ = d.get("num_machines")
+    if d.get("use_cpu") and "num_machines" in d and (isinstance(nm_, bool) or not isinstance(nm_, int)) \
+            and isinstance(np_, int) and not isinstance(np_, bool) and np_ >= 1:
+        # ... and then divides num_processes by num_machines to size the CPU threads
+        ctx.report(("num_machines",), f"num_machines is {fmt(nm_)}, not an integer; with use_cpu accelerate "
+                   "launch divides num_processes by it and fails", "write num_machines as a plain integer")
+        return ()
+    if e.launcher not in ("simple", "torchrun", "deepspeed"):
+        return ()
+    divides = e.multi_machine() and (e.launcher == "torchrun" or (
+        e.launcher == "deepspeed" and (e.get("deepspeed_multinode_launcher") == "standard" or (
+            e.get("deepspeed_exclusion_filter") is None and e.get("deepspeed_inclusion_filter") is None))))
     for k in ("num_processes", "num_machines"):
         v = d.get(k)
         if k in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-            if k == "num_processes" and e.launcher in ("torchrun", "deepspeed") and not e.multi_machine() \
+            if k == "num_processes" and e.launcher in ("torchrun", "deepspeed") and not divides \
                     and S.as_int(v) is not None:
-                continue  # single node: only str()-ed for torchrun, which parses it
+                continue  # only str()-ed for torchrun / the deepspeed runner, which parse it
             if k == "num_processes" and e.launcher == "simple" and isinstance(v, float) and v.is_integer():
                 continue  # compared with > 1 only
             ctx.report((k,), f"{k} is {fmt(v)}, not an integer; the launcher fails comparing/dividing it",
@@ -343,7 +362,7 @@ def int_value(ctx):
                    "write machine_rank as a plain integer")
     v = d.get("main_process_port")
     if "main_process_port" in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)) \
-            and e.launcher in ("torchrun", "deepspeed"):
+            and e.launcher in ("torchrun", "deepspeed") and _port_checked(e, d):
         ctx.report(("main_process_port",), f"main_process_port is {fmt(v)}, not an integer; the port check "
                    "before launch fails", "write the port as a plain integer (0 picks a free port)")
     return ()
@@ -1020,6 +1039,11 @@ def missing_package(ctx):
     return ()
 
 
+def _port_checked(e, d):
+    """prepare_multi_gpu_env / prepare_deepspeed_cmd_env probe the port on one machine or on rank 0."""
+    return not e.multi_machine() or S.as_int(d.get("machine_rank", 0)) == 0
+
+
 def _gpu_launcher(e):
     return e.launcher in ("torchrun", "deepspeed")
 
@@ -1116,7 +1140,8 @@ def port_range(ctx):
     """
     e = eff(ctx)
     v = ctx.doc.data.get("main_process_port")
-    if _gpu_launcher(e) and isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 65535:
+    if _gpu_launcher(e) and isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 65535 \
+            and _port_checked(e, ctx.doc.data):
         ctx.report(("main_process_port",), f"main_process_port {v} is not a TCP port (0-65535)",
                    "use a free port such as 29500, or 0 to pick one automatically")
     return ()

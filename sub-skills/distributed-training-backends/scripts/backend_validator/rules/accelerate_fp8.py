@@ -135,8 +135,9 @@ def fp8_backend(ctx):
 
 
 def _te(e):
-    b = _backend(e)
-    return b is None or b == "TE"
+    # With no backend key the recipe is auto-detected from the installed libraries (torchao, then
+    # Transformer Engine, then MS-AMP), so only an explicit TE backend decides the TE recipe.
+    return _backend(e) == "TE"
 
 
 @rule(id="acc-fp8-te-value-invalid", severity="error", family="accelerate",
@@ -250,7 +251,7 @@ def ao_value(ctx):
     ```
     """
     e = _fp8(ctx)
-    if not e or _backend(e) not in (None, "AO"):
+    if not e or _backend(e) != "AO":
         return ()
     for k in ("fp8_pad_inner_dim", "fp8_enable_fsdp_float8_all_gather"):
         if e.has(k) and not S.is_truth_word(e.get(k)):

@@ -19,12 +19,25 @@ def _pc(ctx):
     return e if e.uses_parallelism() else None
 
 
+def _size(e, s):
+    """The size as ParallelismConfig reads it back (int(env)), or None if that fails. cp/sp sizes are
+    also compared with 1 by the launcher, so they must be real integers."""
+    v = e.get(f"parallelism_config_{s}_size", 1)
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    if s in ("cp", "sp"):
+        return None
+    return S.as_int(v)
+
+
 def _sizes(e):
-    """Parsed sizes, or None when any is not an integer (reported by acc-parallelism-size-invalid)."""
+    """Parsed sizes, or None when any is unreadable (reported by acc-parallelism-size-invalid)."""
     out = {}
     for s in S.PARALLELISM_SIZES:
-        v = e.get(f"parallelism_config_{s}_size", 1)
-        if v is None or isinstance(v, bool) or not isinstance(v, int):
+        v = _size(e, s)
+        if v is None:
             return None
         out[s] = v
     return out
@@ -122,10 +135,11 @@ def size_invalid(ctx):
         if not e.has(k):
             continue
         v = e.get(k)
-        if v is None or isinstance(v, bool) or not isinstance(v, int):
+        n = _size(e, s)
+        if n is None:
             ctx.report(e.path(k), f"{k} is {fmt(v)}, not an integer; the launcher/ParallelismConfig fails on it",
                        "write a plain integer >= 1")
-        elif v < 1:
+        elif n < 1:
             ctx.report(e.path(k), f"{k} is {v}; ParallelismConfig requires at least 1", "use 1 to disable")
     return ()
 

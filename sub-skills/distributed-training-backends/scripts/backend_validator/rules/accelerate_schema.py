@@ -246,6 +246,8 @@ class Effective:
         n = self.num_processes
         if isinstance(n, int) and not isinstance(n, bool):
             return n
+        if isinstance(n, str) and self.launcher in ("torchrun", "deepspeed"):
+            return as_int(n)  # single node: passed to torchrun as text, which parses it
         return None
 
     def parallelism_sizes(self) -> Dict[str, Any]:

@@ -1,0 +1,29 @@
+"""Differential test: 400 generated Accelerate configs (fixed seed; every block, valid and invalid
+values mixed) - the validator reports an error exactly when accelerate 1.15.0 (the oracle) rejects
+the config for a reason the file decides."""
+from __future__ import annotations
+
+from collections import Counter
+
+
+def test_generated_configs_agree_with_accelerate(generated, oracle, run_validator, workspace, capsys):
+    counts = Counter()
+    bad = []
+    for i, text in enumerate(generated):
+        res = oracle[f"gen:{i}"]
+        v = run_validator(text, "config.yaml", workspace)
+        errors = sorted({f.rule for f in v.findings if f.severity == "error"})
+        if res["env_dependent"]:
+            counts["launch-dir"] += 1
+        elif res["verdict"] == "reject":
+            counts["agree-reject" if errors else "missed"] += 1
+            if not errors:
+                bad.append(f"MISSED ({res['stage']}: {res['error']}: {res['message']})\n{text}")
+        else:
+            counts["false-positive" if errors else "agree-accept"] += 1
+            if errors:
+                bad.append(f"FALSE POSITIVE {errors}\n{text}")
+    with capsys.disabled():
+        print(f"\ngenerated configs vs accelerate 1.15.0: {dict(sorted(counts.items()))}")
+    assert not bad, "\n".join(bad[:5])
+    assert counts["agree-reject"] >= 100 and counts["agree-accept"] >= 50, counts
