@@ -110,6 +110,9 @@ def main() -> None:
             "cuda_calls": lines_containing(td, ".cuda()"),
             "flops_profiler_stop_line": lines_containing(td, "if i == 201 and args.flops_profiler"),
             "imports_wandb_at_top": lines_containing(td, "import wandb")[:1],
+            "set_epoch_lines": lines_containing(td, ".set_epoch("),
+            "training_data_line": lines_containing(td, "training_data=("),
+            "webdataset_not_handed_to_deepspeed": "(None if ENABLE_WEBDATASET else ds)" in td,
         },
         "train_vae.py": {
             "deepspeed_config": find_dict(tv, "deepspeed_config"),
@@ -118,6 +121,8 @@ def main() -> None:
             "set_backend_line": lines_containing(tv, "distributed_utils.set_backend_from_args(args)"),
             "cuda_calls": lines_containing(tv, ".cuda()"),
             "imports_wandb_on_root_line": lines_containing(tv, "import wandb"),
+            "set_epoch_lines": lines_containing(tv, ".set_epoch("),
+            "training_data_line": lines_containing(tv, "training_data=ds if using_deepspeed else dl"),
             "make_grid_range_line": lines_containing(tv, "range = (-1, 1)"),
             "final_save_line": lines_containing(tv, "save_model('./vae-final.pt')"),
             "distributed_sampler_line": lines_containing(tv, "torch.utils.data.distributed.DistributedSampler("),

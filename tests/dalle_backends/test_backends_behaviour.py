@@ -431,6 +431,8 @@ def test_gpu_run_of_the_real_scripts(docs):
     assert f"`{msg}`" in doc
     assert "the same script with lines 488-491 deleted trains, saves, resumes, and `generate.py` reads its `dalle.pt`" in doc
     assert f"`{msg}`" in docs["references/troubleshooting.md"]
+    assert r["env"]["torch"].startswith("2.11")  # >= 2.6: torch.load defaults to weights_only=True
+    assert "torch ≥ 2.6 loads with `weights_only=True` by default; these files still load that way" in doc
     # the doc's table of what the DeepSpeed checkpoint files hold matches what the run wrote
     assert "`hparams`, `vae_params`, `epoch`, `version`, `vae_class_name`, and `weights` set to a **string**" in doc
 

@@ -412,3 +412,14 @@ def test_skill_keeps_seed_routes_boundaries_and_safety(docs, repo_facts):
     assert {v.strip("`") for r in table for v in r[0].split(", ")} == accepted
     setup = docs["references/docker-and-system-setup.md"]
     assert setup.count("**[approval]**") >= 5
+
+
+def test_data_loading_claims(repo_facts, docs):
+    td, tv = repo_facts["train_dalle.py"], repo_facts["train_vae.py"]
+    assert td["webdataset_not_handed_to_deepspeed"] is True
+    assert td["set_epoch_lines"] == [598] and tv["set_epoch_lines"] == []
+    assert td["training_data_line"] == [514] and tv["training_data_line"] == [189]
+    assert td["distributed_sampler_line"] == [408] and tv["distributed_sampler_line"] == [124]
+    doc = flat(docs["references/distributed-backends.md"])
+    assert "`train_vae.py` never does, so its shard order repeats each epoch" in doc
+    assert "a WebDataset is not handed over" in doc
