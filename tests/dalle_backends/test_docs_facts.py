@@ -423,3 +423,18 @@ def test_data_loading_claims(repo_facts, docs):
     doc = flat(docs["references/distributed-backends.md"])
     assert "`train_vae.py` never does, so its shard order repeats each epoch" in doc
     assert "a WebDataset is not handed over" in doc
+
+
+def test_what_breaks_entries_complete(docs):
+    doc = docs["references/distributed-backends.md"]
+    section = doc.split("## What breaks with today's packages", 1)[1].split("\n## ", 1)[0]
+    entries = re.split(r"\n### \d+\. ", section)[1:]
+    assert len(entries) == 7
+    assert "seven known failures" in docs["SKILL.md"]
+    for e in entries:
+        for part in ("**Symptom**", "**Cause**", "**Fix**", "**Evidence**"):
+            assert part in e, (e.splitlines()[0], part)
+    titles = " ".join(e.splitlines()[0] for e in entries)
+    for topic in ("`amp` key", "Sparse attention", "Assertions", "`pkg_resources`", "`pip install apex`",
+                  "`make_grid(range=...)`", "`--lr_decay`"):
+        assert topic in titles, topic
