@@ -141,8 +141,21 @@ def _no_jit(data):
     o = d.get("optimizer")
     if isinstance(o, dict) and str(o.get("type", "")).lower() in ("adam", "adamw"):
         p = o.setdefault("params", {})
-        if isinstance(p, dict):
-            p.setdefault("torch_adam", True)
+        if isinstance(p, dict) and not p.get("torch_adam"):
+            # keyword arguments FusedAdam.__init__ accepts but torch's AdamW does not
+            for k in ("bias_correction", "set_grad_none"):
+                p.pop(k, None)
+            p["torch_adam"] = True
+    return d
+
+
+def _fp16_off(data):
+    """The CPU accelerator has no fp16 (engine: "Type fp16 is not supported on your device");
+    the engine checks are re-run with fp16 switched off so later checks are still reached."""
+    import copy
+    d = copy.deepcopy(dict(data))
+    if isinstance(d.get("fp16"), dict):
+        d["fp16"]["enabled"] = False
     return d
 
 
@@ -286,7 +299,17 @@ def _run_job(job, torch, deepspeed):
             if _uses_offload(data):
                 res["engine"] = "skipped: offload needs a JIT-built CPU Adam"
                 return res
-            stage = "initialize"
+            res["engine"] = _engine(data, torch, deepspeed, res)
+            return res
+    finally:
+        os.unlink(tmp.name)
+
+
+def _engine(data, torch, deepspeed, res, retried=False):
+    """deepspeed.initialize + one forward/backward/step; returns the engine note and sets a
+    reject verdict in res when DeepSpeed refuses the config."""
+    stage = "initialize"
+    if True:  # keeps the original indentation of this block
             try:
                 model = torch.nn.Linear(4, 4)
                 # Like the Trainer / a typical script: without an "optimizer" block the code
@@ -296,27 +319,25 @@ def _run_job(job, torch, deepspeed):
                 eng, opt, _, _ = deepspeed.initialize(model=model, optimizer=client_opt,
                                                       model_parameters=None if client_opt else model.parameters(),
                                                       config=engine_cfg)
-                stage = "step"
+                stage = "forward"
                 mb = eng.train_micro_batch_size_per_gpu()
                 x = torch.randn(int(mb), 4, dtype=next(eng.module.parameters()).dtype)
-                loss = eng(x).float().sum()
+                try:
+                    loss = eng(x).float().sum()
+                except Exception as e:  # noqa: BLE001 - the stand-in model, not the config
+                    return "env: forward of the stand-in model: " + _msg(e)
+                stage = "step"
                 eng.backward(loss)
                 eng.step()
-                res["engine"] = "ran"
+                return "ran" + (" (fp16 switched off: unsupported on CPU)" if retried else "")
             except BaseException as e:  # noqa: BLE001
                 msg = _msg(e)
+                if "fp16 is not supported" in msg and not retried:
+                    return _engine(_fp16_off(data), torch, deepspeed, res, retried=True)
                 if _is_env(msg):
-                    res["engine"] = "env: " + msg
-                else:
-                    res.update(verdict="reject", stage=stage, message=msg)
-            finally:
-                try:
-                    deepspeed.utils.groups._WORLD_SIZE = None  # noqa: SLF001 - best effort reset
-                except Exception:  # noqa: BLE001
-                    pass
-            return res
-    finally:
-        os.unlink(tmp.name)
+                    return "env: " + msg
+                res.update(verdict="reject", stage=stage, message=msg)
+                return "failed"
 
 
 def main() -> int:

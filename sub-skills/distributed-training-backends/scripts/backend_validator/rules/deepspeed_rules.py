@@ -729,6 +729,8 @@ def batch_equation(ctx: Context):
             return
     W = ctx.options.world_size
     tbs, mb, gas = (vals.get(k) for k in _BATCH)
+    if gas is None and "gradient_accumulation_steps" not in d and ctx.consumer in ("accelerate", "transformers"):
+        gas = 1  # DeepSpeedPlugin.__post_init__ inserts gradient_accumulation_steps = 1
     where = ("train_batch_size",) if tbs is not None else (("train_micro_batch_size_per_gpu",) if mb else ())
     if W is None:
         # world size unknown: report only what no world size can satisfy
@@ -839,7 +841,7 @@ def master_weights(ctx: Context):
 
     ```json
     {"train_batch_size": 8, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
-     "zero_optimization": {"stage": 2}}
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
     ```
     """
     st = _stage(ctx)
@@ -1375,3 +1377,71 @@ def accelerate_needs_zero(ctx: Context):
         yield ctx.report((), "no \"zero_optimization\" block: Accelerate raises \"Please specify the ZeRO "
                          "optimization config in the DeepSpeed config\"", "add \"zero_optimization\": {\"stage\": 0} "
                          "(or the stage you want)")
+
+
+@rule(id="ds-parallel-size-world", severity="error", family="deepspeed",
+      summary="tensor_parallel.autotp_size does not divide --world-size",
+      source="deepspeed/utils/groups.py::_ensure_divisibility")
+def parallel_size_world(ctx: Context):
+    """Checked only when ``--world-size`` is given.
+
+    Oracle: world_size=1
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "tensor_parallel": {"autotp_size": 1}}
+    ```
+    """
+    W = ctx.options.world_size
+    if not W:
+        return
+    for path in (("tensor_parallel", "autotp_size"),):
+        v = D.as_int(ctx.doc.get(path)) if ctx.doc.get(path) not in (None, "auto") else None
+        if v is not None and v > 1 and W % v != 0:
+            yield ctx.report(path, f"'{'.'.join(path)}' {v} does not divide the world size {W} (AssertionError "
+                             "when deepspeed creates the process groups)", f"use a divisor of {W}")
+
+
+@rule(id="ds-torch-scheduler-wrapped-optimizer", severity="error", family="deepspeed",
+      summary="torch.optim.lr_scheduler type in the config while ZeRO or fp16/bf16 wraps the optimizer",
+      source="deepspeed/runtime/engine.py::_scheduler_from_config")
+def torch_scheduler_wrapped(ctx: Context):
+    """A torch scheduler named in the config is built on DeepSpeed's wrapped optimizer (ZeRO,
+    fp16/bf16 wrappers), which is not a ``torch.optim.Optimizer`` (deepspeedai/DeepSpeed#6992).
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "StepLR", "params": {"step_size": 10}}, "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}, "zero_optimization": {"stage": 2}}
+    ```
+    """
+    t = ctx.doc.get(("scheduler", "type"))
+    if not (isinstance(t, str) and t in D.TORCH_SCHEDULERS and t not in D.DS_SCHEDULERS):
+        return
+    st = _stage(ctx)
+    wrapped = []
+    if st:
+        wrapped.append(f"ZeRO stage {st}")
+    for blk in ("fp16", "bf16"):
+        if D.enabled(ctx.doc, blk, ctx.consumer):
+            wrapped.append(blk)
+    if wrapped:
+        yield ctx.report(("scheduler", "type"), f"torch scheduler {t!r} gets DeepSpeed's wrapped optimizer "
+                         f"({', '.join(wrapped)}), which is not a torch.optim.Optimizer (TypeError at initialize)",
+                         "use a DeepSpeed scheduler (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle) or build "
+                         "the torch scheduler in code on the optimizer deepspeed.initialize returns")

@@ -1,0 +1,105 @@
+"""Fixtures for the DeepSpeed / cross-file validator tests.
+
+The validator runs in-process. deepspeed, accelerate and torch run only in two oracle
+subprocesses per session, each fed every job at once:
+tests/oracle/deepspeed_oracle.py (rule examples + corpus JSONs, per consumer) and
+tests/oracle/accelerate_oracle.py (cross-file examples: YAML + JSON through accelerate launch).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SCRIPTS = REPO / "sub-skills" / "distributed-training-backends" / "scripts"
+DS_ORACLE = REPO / "tests" / "oracle" / "deepspeed_oracle.py"
+ACC_ORACLE = REPO / "tests" / "oracle" / "accelerate_oracle.py"
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+import ds_examples  # noqa: E402
+
+
+def ds_rules():
+    return {rid: r for rid, r in ds_examples.load_rules().items() if r.family == "deepspeed"}
+
+
+def xf_rules():
+    return {rid: r for rid, r in ds_examples.load_rules().items() if r.family == "cross"}
+
+
+def corpus_ds_files(corpus_dir: Path):
+    files = sorted((corpus_dir / "deepspeed").iterdir())
+    files += sorted(p for p in (corpus_dir / "broken").iterdir() if p.suffix in (".json", ".conf"))
+    return [p for p in files if p.is_file()]
+
+
+def validate_json(text: str, consumer=None, world_size=None, name="ds_config.json"):
+    """Run loader + consumer resolution + deepspeed rules; return (findings, consumer)."""
+    from backend_validator import core, deepspeed, loader_json
+    ds_examples.load_rules()
+    doc = loader_json.load_text(text, name)
+    opts = core.Options(consumer=consumer, world_size=world_size)
+    ctx = core.Context(doc=doc, options=opts)
+    ctx.consumer, ctx.consumer_reason = deepspeed.resolve_consumer(doc, consumer, False)
+    findings = list(doc.parse_findings) + core.run_rules(ctx, "deepspeed")
+    return findings, ctx.consumer
+
+
+def _run(script: Path, payload, timeout=170):
+    env = dict(os.environ)
+    p = subprocess.run([sys.executable, str(script)], input=json.dumps(payload), capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    if p.returncode != 0 or not p.stdout.strip():
+        pytest.fail(f"oracle {script.name} failed (rc {p.returncode}): {p.stderr[-3000:]}")
+    return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="session")
+def ds_oracle(corpus_dir, tmp_path_factory):
+    """Results keyed by job id: rule examples ("rule|fails|consumer") and corpus files
+    ("corpus|<name>|<consumer>")."""
+    jobs = []
+    for rid, r in ds_rules().items():
+        ex = ds_examples.parse(r.doc)
+        cons = ex["consumer"] or "deepspeed"
+        for kind in ("fails", "passes"):
+            jobs.append({"id": f"{rid}|{kind}", "text": ex[kind]["json"], "consumer": cons,
+                         "world_size": ex["world_size"], "effect": ex["effect"] if kind == "fails" else None})
+    for p in corpus_ds_files(corpus_dir):
+        text = p.read_text(encoding="utf-8", errors="replace")
+        for cons in ("deepspeed", "accelerate", "transformers"):
+            jobs.append({"id": f"corpus|{p.name}|{cons}", "text": text, "consumer": cons, "world_size": None})
+    return {r["id"]: r for r in _run(DS_ORACLE, jobs)}
+
+
+@pytest.fixture(scope="session")
+def xf_cases(tmp_path_factory):
+    """{(rule, kind): (launch_dir, yaml_path, example)} written to disk."""
+    out = {}
+    for rid, r in xf_rules().items():
+        ex = ds_examples.parse(r.doc)
+        for kind in ("fails", "passes"):
+            d = tmp_path_factory.mktemp(f"{rid}-{kind}")
+            y = d / "config.yaml"
+            y.write_text(ex[kind]["yaml"], encoding="utf-8")
+            if "json" in ex[kind]:
+                (d / "ds_config.json").write_text(ex[kind]["json"], encoding="utf-8")
+            out[(rid, kind)] = (d, y, ex)
+    return out
+
+
+@pytest.fixture(scope="session")
+def acc_oracle(xf_cases):
+    items = [{"id": f"{rid}|{kind}", "path": str(y), "name": "config.yaml", "cwd": str(d)}
+             for (rid, kind), (d, y, ex) in xf_cases.items()]
+    ans = _run(ACC_ORACLE, {"configs": items})
+    return {r["id"]: r for r in ans["results"]}
