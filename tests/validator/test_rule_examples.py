@@ -57,6 +57,7 @@ PROBES = {
     "acc-false-string-is-truthy": lambda r: _env(r).get("ACCELERATE_DEBUG_MODE") == "true",
     "acc-fsdp-cls-to-wrap-list": lambda r: _pl(r, "fsdp")["transformer_cls_names_to_wrap"]
     == ["['LlamaDecoderLayer']"],
+    "acc-dynamo-config-replaced": lambda r: _pl(r, "dynamo")["mode"] == "default",
     "yaml-bool-word": lambda r: r["raw"]["main_process_ip"] is True,
     "yaml-number-as-string": lambda r: r["raw"]["fsdp_config"]["fsdp_min_num_params"] == "1e8",
     "yaml-1-1-integer": lambda r: r["raw"]["main_process_port"] == 8,

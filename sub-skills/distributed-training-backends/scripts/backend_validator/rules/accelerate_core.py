@@ -722,7 +722,7 @@ def dynamo_unknown(ctx):
     ```
     """
     b = ctx.doc.data.get("dynamo_config")
-    if isinstance(b, dict):
+    if isinstance(b, dict) and not eff(ctx).dynamo_replaced:
         bad = [k for k in b if S.prefixed("dynamo_config", k) not in S.DYNAMO_KEYS]
         report_unknown(ctx, "dynamo_config", bad, S.DYNAMO_KEYS, "ignored by accelerate launch",
                        strip=("dynamo_",))
@@ -1177,4 +1177,36 @@ def false_string_truthy(ctx):
                 continue
             ctx.report((k,), f"{k} is the string {fmt(v)}, which is truthy: {k} is switched ON",
                        f"write {k}: false (unquoted)")
+    return ()
+
+
+@rule(id="acc-dynamo-config-replaced", severity="warning", family="accelerate",
+      summary="legacy top-level dynamo_backend replaces the whole dynamo_config block",
+      source=f"{CFG}::BaseConfig.process_config")
+def dynamo_replaced(ctx):
+    """When loading, a top-level ``dynamo_backend`` (the pre-0.18 layout) is turned into a new
+    ``dynamo_config`` holding only that backend, discarding the block's mode and flags.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_backend: INDUCTOR
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_mode: max-autotune
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_mode: max-autotune
+    ```
+    """
+    d = ctx.doc.data
+    if "dynamo_backend" in d and isinstance(d.get("dynamo_config"), dict) and d["dynamo_config"]:
+        ctx.report(("dynamo_config",), "dynamo_config is discarded: the legacy top-level dynamo_backend replaces it "
+                   "when accelerate loads the file", "delete the top-level dynamo_backend and keep dynamo_config")
     return ()

@@ -75,6 +75,12 @@ def fsdp_version(ctx):
     """
     e = _fsdp(ctx)
     if e and e.has("fsdp_version") and _version(e) is None:
+        if e.fsdp_version is not None:
+            # another integer: the plugin falls into the FSDP1 branch for reshard_after_forward, which
+            # only survives when that value (launch default 'true') is a sharding-strategy name or digit
+            r = str(e.fsdp_get("fsdp_reshard_after_forward")).upper()
+            if r in S.FSDP_SHARDING_STRATEGY or (r.isdigit() and 1 <= int(r) <= 5):
+                return ()
         ctx.report(e.path("fsdp_version"), f"fsdp_version {fmt(e.fsdp_version_raw)} is not 1 or 2; the FSDP "
                    "plugin fails in the training process", "use fsdp_version: 2 (or 1)")
     return ()

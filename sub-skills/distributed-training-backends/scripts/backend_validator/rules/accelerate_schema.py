@@ -202,13 +202,17 @@ class Effective:
             self.launcher = "simple"  # NO, MULTI_CPU, and non-string values (YAML NO -> False)
         # nested blocks, with the argparse names
         self.args: Dict[str, Tuple[Any, Tuple[Any, ...]]] = {}
+        # BaseConfig.process_config: a legacy top-level dynamo_backend REPLACES dynamo_config
+        self.dynamo_replaced = "dynamo_backend" in data
         for block in ("fsdp_config", "fp8_config", "dynamo_config", "deepspeed_config", "megatron_lm_config",
                       "mpirun_config", "parallelism_config"):
             b = data.get(block)
+            if block == "dynamo_config" and self.dynamo_replaced:
+                continue
             if isinstance(b, dict):
                 for k, v in b.items():
                     self.args[prefixed(block, k)] = (v, (block, k))
-        if "dynamo_backend" in data and "dynamo_config" not in data:
+        if self.dynamo_replaced:
             v = data["dynamo_backend"]
             if v != "NO":
                 self.args["dynamo_backend"] = (v, ("dynamo_backend",))
