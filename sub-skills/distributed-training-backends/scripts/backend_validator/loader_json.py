@@ -152,8 +152,16 @@ class _Parser:
         if j < 0:
             raise self.fail("unterminated ''' string", start)
         body = self.s[self.i + 3:j]
+        indent = self.lc(start)[1] - 1
         self.i = j + 3
-        return body
+        # hjson: drop the first line break, strip up to the opening column's indentation
+        # from each line, drop the final line break
+        lines = body.split("\n")
+        if len(lines) > 1 and not lines[0].strip():
+            lines = lines[1:]
+        out = [lines[0]] + [ln[min(indent, len(ln) - len(ln.lstrip(" "))):] for ln in lines[1:]]
+        text = "\n".join(out)
+        return text[:-1] if text.endswith("\n") else text
 
     # -- values ------------------------------------------------------------
     def value(self, path: tuple, depth: int) -> Any:
@@ -169,7 +177,7 @@ class _Parser:
             return self.arr(path, depth)
         start = self.i
         if c == '"' or c == "'":
-            if c == "'":
+            if c == "'" and not self.s.startswith("'''", start):
                 self.feature("single-quoted-string", start)
             v = self.string(c)
             self.scalars[path] = ScalarInfo(raw=v, style=c, tag=None)
