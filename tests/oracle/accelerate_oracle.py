@@ -23,6 +23,8 @@ Stages, in the order accelerate runs them:
             torchao+FSDP+cpu_ram_efficient_loading, int(ACCELERATE_GRADIENT_ACCUMULATION_STEPS)
   deepspeed DeepSpeed's ZeRO config model (deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig)
             on the ZeRO block accelerate generates when no deepspeed_config_file is used
+  torchrun  torch/distributed/run.py::config_from_args on the arguments accelerate hands to torchrun
+            (parsing and LaunchConfig only; nothing is started)
   deepspeed-runner  for multi-node DeepSpeed: the `deepspeed ...` command accelerate builds, parsed
             by deepspeed/launcher/runner.py::parse_args, and runner.main's launcher-name dispatch
             (emulated by name; no runner is started)
@@ -92,7 +94,7 @@ class Stop(Exception):
 def patched_env(new):
     old = dict(os.environ)
     os.environ.clear()
-    os.environ.update(new)
+    os.environ.update({k: str(v) for k, v in new.items()})  # as utils/environment.py::patch_environment
     try:
         yield
     finally:
@@ -265,13 +267,20 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
             launcher = "simple"
             cmd, env = ulaunch.prepare_simple_launcher_cmd_env(args)
             res["cmd"] = _jsonable(cmd)
+        # launchers that start a subprocess.Popen(cmd, env=current_env) need text values: Popen encodes
+        # each with os.fsencode (the torchrun path instead str()s them in patch_environment)
+        popen = launcher == "simple" or (launcher == "deepspeed" and res.get("cmd"))
+        if popen:
+            for k, v in env.items():
+                os.fsencode(k)
+                os.fsencode(v)
     except Exception as e:  # noqa: BLE001
         raise Stop("env", e)
     res["launcher"] = launcher
     for k in ("rdzv_endpoint", "master_addr", "master_port", "nproc_per_node", "nnodes", "node_rank"):
         if hasattr(args, k):
             res["args"][k] = _jsonable(getattr(args, k))
-    res["env"] = _env_diff(base_env, env)
+    res["env"] = {k: str(v) for k, v in _env_diff(base_env, env).items()}
     if launcher in ("tpu", "sagemaker"):
         return
 
@@ -390,6 +399,19 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 DeepSpeedZeroConfig(**zc)
             except Exception as e:  # noqa: BLE001
                 raise Stop("deepspeed", e)
+
+        # ---- torchrun: the launchers that call torch.distributed.run.run(args) (MULTI_*, FSDP,
+        # MEGATRON_LM, single-node or `standard` DeepSpeed) - torchrun's own argument parsing and
+        # LaunchConfig construction (config_from_args), which starts nothing
+        if launcher == "torchrun" or (launcher == "deepspeed" and not res.get("cmd")):
+            try:
+                import torch.distributed.run as distrib_run
+                targs = ulaunch._filter_args(args, distrib_run.get_args_parser(),
+                                             ["--training_script", args.training_script,
+                                              "--training_script_args", args.training_script_args])
+                distrib_run.config_from_args(targs)
+            except Exception as e:  # noqa: BLE001
+                raise Stop("torchrun", e)
 
         # ---- the `deepspeed` runner command accelerate builds for multi-node launches: parsed with
         # deepspeed's own argument parser, then runner.main's launcher dispatch (emulated, by name)

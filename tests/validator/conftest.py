@@ -207,13 +207,46 @@ def _gen_config(rng):
     return d
 
 
+N_GENERATED_RAW = 200
+_RAW = ["no", "NO", "yes", "on", "off", "1e8", "010", "0,1", "0", "1", "2", "true", "False", "null", "~", "'no'",
+        '"NO"', "1.0e+8", "1:30", "all", "fp16", "bf16", "FP8", "inductor", "INDUCTOR", "te", "TE", "AO",
+        "FULL_SHARD", "[0, 1]", "{}", "[]", "''"]
+_RAW_TOP = ["mixed_precision", "num_processes", "num_machines", "machine_rank", "gpu_ids", "main_process_port",
+            "main_process_ip", "use_cpu", "debug", "same_network", "dynamo_backend"]
+_RAW_NEST = {
+    "fsdp_config": ["fsdp_version", "fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_min_num_params",
+                    "fsdp_auto_wrap_policy", "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading",
+                    "fsdp_sync_module_states", "fsdp_reshard_after_forward", "fsdp_activation_checkpointing"],
+    "deepspeed_config": ["zero_stage", "offload_optimizer_device", "offload_param_device",
+                         "gradient_accumulation_steps", "gradient_clipping", "zero3_init_flag"],
+    "dynamo_config": ["dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph"],
+    "fp8_config": ["backend", "fp8_format", "amax_history_len", "override_linear_precision", "opt_level"],
+    "parallelism_config": ["parallelism_config_dp_shard_size", "parallelism_config_tp_size",
+                           "parallelism_config_cp_size"]}
+
+
+def _gen_raw(rng):
+    """YAML text written by hand: unquoted YAML 1.1 words, numbers and odd types in every slot."""
+    lines = [f"distributed_type: {rng.choice(['NO', chr(39) + 'NO' + chr(39), 'MULTI_GPU', 'FSDP', 'DEEPSPEED', 'MULTI_CPU', 'no'])}"]
+    if rng.random() < 0.85:
+        lines.append(f"num_processes: {rng.choice(['1', '2', '4', '8', '2.0'])}")
+    for k in rng.sample(_RAW_TOP, rng.randint(0, 4)):
+        lines.append(f"{k}: {rng.choice(_RAW)}")
+    for b in rng.sample(sorted(_RAW_NEST), rng.randint(0, 2)):
+        lines.append(f"{b}:")
+        for k in rng.sample(_RAW_NEST[b], rng.randint(1, 3)):
+            lines.append(f"  {k}: {rng.choice(_RAW)}")
+    return "\n".join(lines) + "\n"
+
+
 def generated_configs():
     import random
 
     import yaml
     _import_validator()
     rng = random.Random(GEN_SEED)
-    return [yaml.safe_dump(_gen_config(rng), sort_keys=False) for _ in range(N_GENERATED)]
+    out = [yaml.safe_dump(_gen_config(rng), sort_keys=False) for _ in range(N_GENERATED)]
+    return out + [_gen_raw(rng) for _ in range(N_GENERATED_RAW)]
 
 
 @pytest.fixture(scope="session")

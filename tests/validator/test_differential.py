@@ -1,6 +1,7 @@
-"""Differential test: 400 generated Accelerate configs (fixed seed; every block, valid and invalid
-values mixed) - the validator reports an error exactly when accelerate 1.15.0 (the oracle) rejects
-the config for a reason the file decides."""
+"""Differential test: 600 generated Accelerate configs (fixed seed; 400 built from every block with
+valid and invalid values mixed, 200 hand-written YAML texts full of YAML 1.1 traps) - the validator
+reports an error exactly when accelerate 1.15.0 (the oracle) rejects the config for a reason the
+file decides. yaml-duplicate-key is left out: an error by definition that accelerate accepts."""
 from __future__ import annotations
 
 from collections import Counter
@@ -12,7 +13,7 @@ def test_generated_configs_agree_with_accelerate(generated, oracle, run_validato
     for i, text in enumerate(generated):
         res = oracle[f"gen:{i}"]
         v = run_validator(text, "config.yaml", workspace)
-        errors = sorted({f.rule for f in v.findings if f.severity == "error"})
+        errors = sorted({f.rule for f in v.findings if f.severity == "error" and f.rule != "yaml-duplicate-key"})
         if res["env_dependent"]:
             counts["launch-dir"] += 1
         elif res["verdict"] == "reject":
@@ -26,4 +27,4 @@ def test_generated_configs_agree_with_accelerate(generated, oracle, run_validato
     with capsys.disabled():
         print(f"\ngenerated configs vs accelerate 1.15.0: {dict(sorted(counts.items()))}")
     assert not bad, "\n".join(bad[:5])
-    assert counts["agree-reject"] >= 100 and counts["agree-accept"] >= 50, counts
+    assert counts["agree-reject"] >= 200 and counts["agree-accept"] >= 100, counts

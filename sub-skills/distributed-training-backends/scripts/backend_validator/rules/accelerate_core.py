@@ -326,45 +326,95 @@ def int_value(ctx):
     if e.sagemaker:
         return ()
     d = ctx.doc.data
-    np_ = d.get("num_processes")
-    np_bad = "num_processes" in d and np_ is not None and (isinstance(np_, bool) or not isinstance(np_, int))
-    if np_bad and isinstance(np_, str) and d.get("use_cpu"):
+
+    def arg(k, default=None):
+        # a mapping value is treated like a config block by the launch merge and never copied
+        v = d.get(k, default)
+        return None if isinstance(v, dict) else v
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_num(v):
+        return isinstance(v, (int, float))
+
+    def bad(k, why):
+        ctx.report((k,), f"{k} is {fmt(d.get(k))}: {why}", f"write {k} as a plain integer")
+
+    np_, nm = arg("num_processes"), arg("num_machines", 1)
+    if "num_processes" in d and d.get("use_cpu") and not is_num(np_):
         # _validate_launch_command: `args.use_cpu and args.num_processes >= 1`, for every launcher
-        ctx.report(("num_processes",), f"num_processes is {fmt(np_)}, not an integer; with use_cpu accelerate "
-                   "launch compares it with 1 and fails", "write num_processes as a plain integer")
-        return ()
-    nm_ = d.get("num_machines")
-    if d.get("use_cpu") and "num_machines" in d and (isinstance(nm_, bool) or not isinstance(nm_, int)) \
-            and isinstance(np_, int) and not isinstance(np_, bool) and np_ >= 1:
-        # ... and then divides num_processes by num_machines to size the CPU threads
-        ctx.report(("num_machines",), f"num_machines is {fmt(nm_)}, not an integer; with use_cpu accelerate "
-                   "launch divides num_processes by it and fails", "write num_machines as a plain integer")
-        return ()
+        return bad("num_processes", "with use_cpu, accelerate launch compares it with 1 and fails")
+    if d.get("use_cpu") and is_num(np_) and np_ >= 1 and "num_machines" in d and (not is_num(nm) or nm == 0):
+        return bad("num_machines", "with use_cpu, accelerate launch divides num_processes by it and fails")
     if e.launcher not in ("simple", "torchrun", "deepspeed"):
         return ()
-    divides = e.multi_machine() and (e.launcher == "torchrun" or (
-        e.launcher == "deepspeed" and (e.get("deepspeed_multinode_launcher") == "standard" or (
-            e.get("deepspeed_exclusion_filter") is None and e.get("deepspeed_inclusion_filter") is None))))
-    for k in ("num_processes", "num_machines"):
-        v = d.get(k)
-        if k in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-            if k == "num_processes" and e.launcher in ("torchrun", "deepspeed") and not divides \
-                    and S.as_int(v) is not None:
-                continue  # only str()-ed for torchrun / the deepspeed runner, which parse it
-            if k == "num_processes" and e.launcher == "simple" and isinstance(v, float) and v.is_integer():
-                continue  # compared with > 1 only
-            ctx.report((k,), f"{k} is {fmt(v)}, not an integer; the launcher fails comparing/dividing it",
-                       f"write {k} as a plain integer")
-    v = d.get("machine_rank")
-    if "machine_rank" in d and v is not None and (isinstance(v, bool) or S.as_int(v) is None) \
-            and e.launcher in ("torchrun", "deepspeed"):
-        ctx.report(("machine_rank",), f"machine_rank is {fmt(v)}; the launcher calls int() on it",
-                   "write machine_rank as a plain integer")
-    v = d.get("main_process_port")
-    if "main_process_port" in d and v is not None and (isinstance(v, bool) or not isinstance(v, int)) \
-            and e.launcher in ("torchrun", "deepspeed") and _port_checked(e, d):
-        ctx.report(("main_process_port",), f"main_process_port is {fmt(v)}, not an integer; the port check "
-                   "before launch fails", "write the port as a plain integer (0 picks a free port)")
+    if "num_machines" in d and not is_num(nm):
+        return bad("num_machines", "the launcher compares it with 1 and fails")
+    multi = is_num(nm) and nm > 1
+    if multi and (e.launcher == "torchrun" or (e.launcher == "deepspeed" and
+                                                e.get("deepspeed_multinode_launcher") == "standard")) \
+            and not is_int(nm):
+        return bad("num_machines", "torchrun cannot read it as the node count")
+    std = e.launcher == "deepspeed" and e.get("deepspeed_multinode_launcher") == "standard"
+    runner = e.launcher == "deepspeed" and multi and not std
+    if "num_processes" in d:
+        if e.launcher == "simple":
+            if np_ is not None and not is_num(np_):
+                return bad("num_processes", "the simple launcher compares it with 1 and fails")
+        elif multi and (e.launcher == "torchrun" or std):
+            if not is_int(np_):
+                return bad("num_processes", "the launcher divides it by num_machines and torchrun cannot use the "
+                           "result")
+        elif runner:
+            if e.get("deepspeed_exclusion_filter") is None and e.get("deepspeed_inclusion_filter") is None:
+                if not is_int(np_):
+                    return bad("num_processes", "the launcher divides it by num_machines for deepspeed --num_gpus")
+                if not is_int(nm):
+                    return bad("num_machines", "num_processes // num_machines must be an integer for deepspeed "
+                               "--num_gpus")
+        elif S.as_int(np_) is None and str(np_) not in ("cpu", "gpu", "xpu", "auto"):
+            return bad("num_processes", "torchrun cannot read it as --nproc_per_node")
+    mr = arg("machine_rank", 0)
+    rank = int(mr) if isinstance(mr, (bool, int)) else (S.as_int(mr) if isinstance(mr, str) else None)
+    if multi and e.launcher in ("torchrun", "deepspeed") and "machine_rank" in d and rank is None:
+        return bad("machine_rank", "the launcher calls int() on it")
+    port = arg("main_process_port")
+    if port is not None and not isinstance(port, int) and e.launcher in ("torchrun", "deepspeed") and \
+            (not multi or rank == 0):
+        return bad("main_process_port", "the port check before launch needs an integer (0 picks a free port)")
+    return ()
+
+
+@rule(id="acc-use-cpu-invalid", severity="error", family="accelerate",
+      summary="use_cpu is not a boolean (the simple launcher exports it and parses it back)",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def use_cpu_invalid(ctx):
+    """The simple launcher writes ``str(use_cpu)`` to ``ACCELERATE_USE_CPU`` and immediately reads
+    it back with ``str_to_bool``; ``null`` or a word like ``cpu`` fails.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    use_cpu: cpu
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    use_cpu: true
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    if not e.sagemaker and isinstance(d.get("use_cpu"), dict):
+        # a mapping is merged like a config block, so the launch arguments never get use_cpu at all
+        ctx.report(("use_cpu",), "use_cpu is a mapping; accelerate launch then has no use_cpu value and fails",
+                   "write use_cpu: true or false")
+    elif e.launcher == "simple" and "use_cpu" in d and not S.is_truth_word(d["use_cpu"]):
+        ctx.report(("use_cpu",), f"use_cpu is {fmt(d['use_cpu'])}; the launcher parses it as a boolean and fails",
+                   "write use_cpu: true or false")
     return ()
 
 
@@ -1041,7 +1091,8 @@ def missing_package(ctx):
 
 def _port_checked(e, d):
     """prepare_multi_gpu_env / prepare_deepspeed_cmd_env probe the port on one machine or on rank 0."""
-    return not e.multi_machine() or S.as_int(d.get("machine_rank", 0)) == 0
+    mr = d.get("machine_rank", 0)
+    return not e.multi_machine() or (int(mr) if isinstance(mr, (bool, int)) else S.as_int(mr)) == 0
 
 
 def _gpu_launcher(e):
@@ -1209,4 +1260,47 @@ def dynamo_replaced(ctx):
     if "dynamo_backend" in d and isinstance(d.get("dynamo_config"), dict) and d["dynamo_config"]:
         ctx.report(("dynamo_config",), "dynamo_config is discarded: the legacy top-level dynamo_backend replaces it "
                    "when accelerate loads the file", "delete the top-level dynamo_backend and keep dynamo_config")
+    return ()
+
+
+@rule(id="acc-env-value-not-text", severity="error", family="accelerate",
+      summary="simple launcher: dynamo_mode or main_process_ip is not text, so the process cannot be started",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def env_not_text(ctx):
+    """The simple launcher (NO, MULTI_CPU) copies ``dynamo_mode`` and ``main_process_ip`` into the
+    child environment without ``str()``; ``subprocess.Popen`` refuses a number or boolean there.
+    YAML makes ``main_process_ip: 10`` or ``dynamo_mode: 010`` numbers.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 2
+    main_process_ip: 1234
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 2
+    main_process_ip: '1234'
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher != "simple":
+        return ()
+    d = ctx.doc.data
+    if e.has("dynamo_mode") and not isinstance(e.get("dynamo_mode"), str):
+        ctx.report(e.path("dynamo_mode"), f"dynamo_mode is {fmt(e.get('dynamo_mode'))} "
+                   f"({type(e.get('dynamo_mode')).__name__}); the launcher puts it in the child environment "
+                   "as is and the process cannot start", "quote it, e.g. dynamo_mode: 'default'")
+    ip = d.get("main_process_ip")
+    n, nm = d.get("num_processes"), d.get("num_machines", 1)
+    many = (isinstance(n, (int, float)) and not isinstance(n, bool) and n > 1) or \
+        (isinstance(nm, int) and not isinstance(nm, bool) and nm > 1)
+    if ip is not None and not isinstance(ip, (str, dict)) and many:
+        ctx.report(("main_process_ip",), f"main_process_ip is {fmt(ip)} ({type(ip).__name__}); the launcher sets "
+                   "MASTER_ADDR to it as is and the process cannot start", "quote the address")
     return ()
