@@ -35,6 +35,45 @@ FAMILY_TITLES = [
     ("cross", "Accelerate + DeepSpeed cross-file rules (family cross)"),
 ]
 
+PROOF = [
+    "The Accelerate and parse-level rules (`acc-`, `yaml-`, `input-`) are checked by `tests/validator` "
+    "against `tests/oracle/accelerate_oracle.py`, which runs accelerate's own code on CPU, in the order "
+    "`accelerate launch` and `Accelerator()` run it:",
+    "",
+    "| stage | upstream code run |",
+    "| --- | --- |",
+    "| load | `accelerate/commands/config/config_args.py::load_config_from_file` |",
+    "| launch | `accelerate/commands/launch.py::launch_command_parser` + `_validate_launch_command` |",
+    "| env | `accelerate/utils/launch.py::prepare_simple_launcher_cmd_env` / `prepare_multi_gpu_env` / "
+    "`prepare_deepspeed_cmd_env` / `prepare_tpu` / `prepare_sagemager_args_inputs` (the launcher "
+    "`launch_command` picks) |",
+    "| plugins | `FullyShardedDataParallelPlugin()`, `DeepSpeedPlugin()` + `set_mixed_precision`, "
+    "`MegatronLMPlugin()`, `ParallelismConfig()`, `TorchDynamoPlugin()`, `FP8BackendType` + "
+    "`AORecipeKwargs` / `TERecipeKwargs` / `MSAMPRecipeKwargs`, built from that environment |",
+    "| accelerator | `ParallelismConfig._validate_accelerator` on a stand-in accelerator; the cp, MS-AMP, "
+    "torchao and gradient-accumulation checks of `Accelerator.__init__` / `AcceleratorState` (replayed) |",
+    "| torchrun | `torch/distributed/run.py::config_from_args` on the arguments accelerate passes |",
+    "| deepspeed / deepspeed-runner | `deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig` on the "
+    "generated ZeRO block; `deepspeed/launcher/runner.py::parse_args` + launcher-name dispatch |",
+    "| compile | `torch.compile(..., mode=...)` argument check (inductor; nothing is compiled) |",
+    "",
+    "An error rule's failing example must be rejected and its passing example accepted; a warning "
+    "rule's failing example must be accepted with the value visibly lost or changed (loaded config, "
+    "launch arguments, environment or plugin field). The shared corpus and 600 generated configs "
+    "must agree with the oracle (error exactly when accelerate rejects for a reason the file decides). "
+    "`yaml-duplicate-key` is the one error accelerate accepts: `safe_load` keeps the later value.",
+    "",
+    "Not decidable from the file, so not reported: whether FP8 libraries (TE, MS-AMP, torchao), "
+    "`mpirun`, transformers, Megatron-LM or a GPU are installed (`--check-imports` gives hints), "
+    "ports already in use, DeepSpeed < 0.14.5 for `nossh`, the training script (layer classes to wrap, "
+    "MoE classes, `main_training_function`), `prepare()`-time DeepSpeed checks, process groups and "
+    "device meshes, TPU spawning and the SageMaker estimator. Which FP8 recipe an fp8 run without "
+    "`fp8_config.backend` uses depends on the installed libraries, so recipe values are checked only "
+    "for an explicit backend. DeepSpeed JSON content and the Accelerate/DeepSpeed interplay "
+    "(missing `deepspeed_config_file`, `zero_optimization`, precision conflicts) are the `ds-`/`xf-` "
+    "rules below.",
+]
+
 _FENCE = re.compile(r"(Fails|Passes):\s*\n\s*```(\w*)\n(.*?)\n\s*```", re.S)
 
 
@@ -78,10 +117,16 @@ def render() -> str:
     w("")
     w("## Contents")
     w("")
+    w("- [How the rules are proven](#how-the-rules-are-proven)")
     w("- [Summary table](#summary-table)")
     for fam, title in FAMILY_TITLES:
         if fam in by_family:
             w(f"- [{title}](#{slug(title)})")
+    w("")
+    w("## How the rules are proven")
+    w("")
+    for line in PROOF:
+        w(line)
     w("")
     w("## Summary table")
     w("")
