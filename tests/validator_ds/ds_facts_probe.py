@@ -8,6 +8,9 @@ import sys
 import typing
 import warnings
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'sub-skills',
+                                'distributed-training-backends', 'scripts'))
+
 warnings.filterwarnings("ignore")
 import contextlib  # noqa: E402
 
@@ -117,5 +120,18 @@ out["acc_checks"] = inspect.getsource(DeepSpeedPlugin._deepspeed_config_checks)
 with open(os.path.join(aroot, "accelerator.py"), encoding="utf-8") as fh:
     out["acc_accelerator"] = fh.read()
 out["acc_set_mp"] = inspect.getsource(DeepSpeedPlugin.set_mixed_precision)
+import importlib  # noqa: E402
+
+ocls = {}
+with contextlib.redirect_stdout(sys.stderr):
+    from backend_validator import deepspeed as VD  # noqa: E402
+    for t, classes in VD.OPTIMIZER_CLASSES.items():
+        names = set()
+        for dotted in classes:
+            mod, _, cls = dotted.rpartition(".")
+            c = getattr(importlib.import_module(mod), cls)
+            names |= {p for p in inspect.signature(c.__init__).parameters if p not in ("self", "params", "model_params")}
+        ocls[t] = sorted(names)
+out["optimizer_ctor_params"] = ocls
 out["versions"] = {"deepspeed": deepspeed.__version__, "accelerate": accelerate.__version__}
 json.dump(out, sys.stdout)

@@ -97,3 +97,10 @@ def test_accelerate_tables(facts):
     acc = facts["acc_accelerator"] + post + facts["acc_set_mp"]
     for k in D.ACCELERATE_AUTO_KEYS:
         assert f'"{k}"' in acc, k
+
+
+def test_optimizer_params(facts):
+    popped = {"adam": set(D._ADAM_POPPED), "adamw": set(D._ADAM_POPPED)}
+    for t, ctor in facts["optimizer_ctor_params"].items():
+        assert set(D.OPTIMIZER_PARAMS[t]) == set(ctor) | popped.get(t, set()), t
+    assert "max_grad_norm" in facts["ds_source"]

@@ -85,6 +85,37 @@ SCHEDULER_PARAMS = {
 SCHEDULER_REQUIRED = {"WarmupDecayLR": ("total_num_steps",), "WarmupCosineLR": ("total_num_steps",),
                       "OneCycle": ("cycle_min_lr", "cycle_max_lr")}
 
+# optimizer.params accepted per config type: the union of the constructor keywords of every
+# class deepspeed may build for it (engine.py::_configure_basic_optimizer /
+# get_optimizer_configuration) plus the keys deepspeed pops first. A key outside the union is
+# a TypeError ("unexpected keyword argument") whichever class is chosen.
+_ADAM_POPPED = ("adam_w_mode", "torch_adam", "fp32_optimizer_states", "foreach")
+OPTIMIZER_CLASSES = {  # config type (lower-cased DS name, or exact torch name) -> classes
+    "adam": ("deepspeed.ops.adam.FusedAdam", "deepspeed.ops.adam.DeepSpeedCPUAdam", "torch.optim.Adam",
+             "torch.optim.AdamW"),
+    "adamw": ("deepspeed.ops.adam.FusedAdam", "deepspeed.ops.adam.DeepSpeedCPUAdam", "torch.optim.Adam",
+              "torch.optim.AdamW"),
+    "adagrad": ("deepspeed.ops.adagrad.DeepSpeedCPUAdagrad", "torch.optim.Adagrad"),
+    "lion": ("deepspeed.ops.lion.FusedLion", "deepspeed.ops.lion.DeepSpeedCPULion"),
+    "lamb": ("deepspeed.ops.lamb.FusedLamb",),
+}
+OPTIMIZER_PARAMS = {
+    "adam": ("lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad", "set_grad_none",
+             "adamw_mode", "fp32_optimizer_states", "foreach", "maximize", "capturable", "differentiable", "fused",
+             "decoupled_weight_decay", "torch_adam"),
+    "adagrad": ("lr", "eps", "weight_decay", "amsgrad", "fp32_optimizer_states", "lr_decay",
+                "initial_accumulator_value", "foreach", "maximize", "differentiable", "fused"),
+    "lion": ("lr", "betas", "weight_decay", "set_grad_none", "fp32_optimizer_states"),
+    "lamb": ("lr", "bias_correction", "betas", "eps", "eps_inside_sqrt", "weight_decay", "max_grad_norm",
+             "max_coeff", "min_coeff", "amsgrad"),
+    "SGD": ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", "foreach", "differentiable",
+            "fused"),
+    "RMSprop": ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "capturable", "foreach", "maximize",
+                "differentiable"),
+}
+OPTIMIZER_PARAMS["adamw"] = OPTIMIZER_PARAMS["adam"]
+OPTIMIZER_CLASSES.update({"SGD": ("torch.optim.SGD",), "RMSprop": ("torch.optim.RMSprop",)})
+
 # DtypeEnum spellings (deepspeed/runtime/config.py::DtypeEnum)
 DTYPES = {
     "fp16": ("torch.float16", "fp16", "float16", "half"),

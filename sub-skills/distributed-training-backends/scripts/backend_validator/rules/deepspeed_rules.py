@@ -1445,3 +1445,209 @@ def torch_scheduler_wrapped(ctx: Context):
                          f"({', '.join(wrapped)}), which is not a torch.optim.Optimizer (TypeError at initialize)",
                          "use a DeepSpeed scheduler (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle) or build "
                          "the torch scheduler in code on the optimizer deepspeed.initialize returns")
+
+
+@rule(id="ds-optimizer-param-unknown", severity="error", family="deepspeed",
+      summary="optimizer.params key that no optimizer class deepspeed may build for the type accepts",
+      source=f"{SRC_ENGINE}::_configure_basic_optimizer")
+def optimizer_param_unknown(ctx: Context):
+    """The params are passed as keyword arguments to the optimizer constructor.
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decays": 0.01}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.01}}}
+    ```
+    """
+    t = ctx.doc.get(("optimizer", "type"))
+    params = ctx.doc.get(("optimizer", "params"))
+    if not isinstance(t, str) or not isinstance(params, dict):
+        return
+    key = t.lower() if t.lower() in D.OPTIMIZER_PARAMS else t
+    allowed = D.OPTIMIZER_PARAMS.get(key)
+    if allowed is None:
+        return
+    for k in params:
+        if k in allowed or k == "max_grad_norm":
+            continue
+        cand = did_you_mean(k, allowed)
+        yield ctx.report(("optimizer", "params", k), f"optimizer {t!r} does not take {k!r} (TypeError: unexpected "
+                         "keyword argument)", f"did you mean {cand!r}?" if cand else
+                         f"accepted: {', '.join(allowed)}")
+
+
+def _model_dtype(ctx: Context) -> Optional[str]:
+    fp16, bf16 = D.enabled(ctx.doc, "fp16", ctx.consumer), D.enabled(ctx.doc, "bf16", ctx.consumer)
+    if fp16 is None or bf16 is None:
+        return None
+    return "fp16" if fp16 else ("bf16" if bf16 else "fp32")
+
+
+@rule(id="ds-grad-accum-dtype-without-zero", severity="error", family="deepspeed",
+      summary="data_types.grad_accum_dtype differs from the model dtype without ZeRO",
+      source=f"{SRC_ENGINE}::_do_optimizer_sanity_check")
+def grad_accum_dtype(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 1}}
+    ```
+    """
+    v = ctx.doc.get(("data_types", "grad_accum_dtype"))
+    c = D.dtype_canonical(v) if v is not None else None
+    if c is None or _stage(ctx) != 0:
+        return
+    m = _model_dtype(ctx)
+    if m is not None and c != m:
+        yield ctx.report(("data_types", "grad_accum_dtype"), f"grad_accum_dtype {v!r} differs from the model dtype "
+                         f"{m} and ZeRO is off (NotImplementedError: unsupported mix at initialize)",
+                         f"use ZeRO stage 1-3, or set grad_accum_dtype to {m!r} / remove it")
+
+
+@rule(id="ds-compute-grad-norm-bf16-stage1", severity="error", family="deepspeed",
+      summary="compute_grad_norm false at ZeRO-1 with bf16 parameters and fp32 gradient accumulation",
+      source=f"{SRC_ENGINE}::_do_optimizer_sanity_check")
+def compute_grad_norm_bf16(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 4, "gradient_clipping": 0, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"},
+     "zero_optimization": {"stage": 1, "compute_grad_norm": false}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "gradient_clipping": 0, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "bf16": {"enabled": true}, "zero_optimization": {"stage": 1, "compute_grad_norm": false}}
+    ```
+    """
+    if D.as_bool(ctx.doc.get(("zero_optimization", "compute_grad_norm"))) is not False or _stage(ctx) != 1:
+        return
+    if _model_dtype(ctx) != "bf16" or D.dtype_canonical(ctx.doc.get(("data_types", "grad_accum_dtype"))) != "fp32":
+        return
+    if D.offload_device(ctx.doc, "offload_optimizer", ctx.consumer) == "cpu":
+        return
+    yield ctx.report(("zero_optimization", "compute_grad_norm"), "compute_grad_norm false is not supported at ZeRO "
+                     "stage 1 with bf16 parameters and fp32 gradient accumulation (ValueError)",
+                     "remove compute_grad_norm false, or use stage 2")
+
+
+@rule(id="ds-unmanaged-grad-acc-overlap", severity="error", family="deepspeed",
+      summary="managed_gradient_accumulation false with overlap_comm below ZeRO stage 2 (or with DeepCompile)",
+      source=f"{SRC_ENGINE}::_do_sanity_check")
+def unmanaged_grad_acc(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "managed_gradient_accumulation": false, "zero_optimization": {"stage": 1, "overlap_comm": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "managed_gradient_accumulation": false, "zero_optimization": {"stage": 2, "overlap_comm": true}}
+    ```
+    """
+    if D.as_bool(ctx.doc.get(("managed_gradient_accumulation",))) is not False:
+        return
+    st = _stage(ctx)
+    oc = ctx.doc.get(("zero_optimization", "overlap_comm"))
+    overlap = (st == 3) if oc is None or oc == "auto" else D.as_bool(oc)
+    if st is not None and st < 2 and overlap:
+        yield ctx.report(("managed_gradient_accumulation",), "managed_gradient_accumulation false supports "
+                         f"overlap_comm only with ZeRO stage 2 or 3 (stage {st}; AssertionError)",
+                         "remove overlap_comm or use stage 2")
+    if D.as_bool(ctx.doc.get(("compile", "deepcompile"))):
+        yield ctx.report(("managed_gradient_accumulation",), "managed_gradient_accumulation false is not "
+                         "supported with DeepCompile (AssertionError)", "remove one of them")
+
+
+@rule(id="ds-autocast-quantized-weights", severity="error", family="deepspeed",
+      summary="torch_autocast enabled together with zero_quantized_weights",
+      source="deepspeed/runtime/torch_autocast.py::_validate_auto_cast_settings")
+def autocast_quantized(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "torch_autocast": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_quantized_weights": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "torch_autocast": {"enabled": true}, "zero_optimization": {"stage": 3}}
+    ```
+    """
+    if D.as_bool(ctx.doc.get(("torch_autocast", "enabled"))) and \
+            D.as_bool(ctx.doc.get(("zero_optimization", "zero_quantized_weights"))):
+        yield ctx.report(("zero_optimization", "zero_quantized_weights"), "torch_autocast cannot be combined with "
+                         "zero_quantized_weights (AssertionError at initialize)", "disable one of them")
+
+
+@rule(id="ds-muon-reduce-scatter", severity="error", family="deepspeed",
+      summary="Muon optimizer with ZeRO-3 and reduce_scatter (the default)",
+      source="deepspeed/runtime/zero/stage3.py::DeepSpeedZeroOptimizer_Stage3.__init__")
+def muon_reduce_scatter(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "Muon", "params": {"lr": 0.001}}, "zero_optimization": {"stage": 3}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "optimizer": {"type": "Muon", "params": {"lr": 0.001}}, "zero_optimization": {"stage": 2}}
+    ```
+    """
+    t = ctx.doc.get(("optimizer", "type"))
+    if not (isinstance(t, str) and t.lower() == "muon") or _stage(ctx) != 3:
+        return
+    if D.as_bool(ctx.doc.get(("zero_optimization", "reduce_scatter"), True)) is not False:
+        yield ctx.report(("optimizer", "type"), "the Muon optimizer cannot be used with ZeRO-3 reduce_scatter "
+                         "(ValueError)", "set zero_optimization.reduce_scatter false, or use stage 1/2")
+
+
+@rule(id="ds-curriculum-without-metrics", severity="error", family="deepspeed",
+      summary="data_efficiency curriculum learning enabled without curriculum_metrics",
+      source="deepspeed/runtime/data_pipeline/config.py::get_curriculum_learning")
+def curriculum_metrics(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 4, "data_efficiency": {"enabled": true, "data_sampling": {"enabled": true,
+     "curriculum_learning": {"enabled": true}}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 4, "data_efficiency": {"enabled": true, "data_sampling": {"enabled": true,
+     "curriculum_learning": {"enabled": false}}}}
+    ```
+    """
+    p = ("data_efficiency", "data_sampling", "curriculum_learning")
+    cl = ctx.doc.get(p)
+    if isinstance(cl, dict) and cl.get("enabled") and "curriculum_metrics" not in cl:
+        yield ctx.report(p + ("enabled",), "curriculum learning is enabled but curriculum_metrics is missing "
+                         "(AssertionError at config parse)", "add curriculum_metrics, or disable it")
