@@ -91,8 +91,8 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
         configs.append({"id": f"{r.id}:{label}", "text": text, "name": example_name(lang), "cwd": str(workspace)})
     for p in corpus_files(corpus_dir):
         configs.append({"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name})
-    for i, text in enumerate(generated):
-        configs.append({"id": f"gen:{i}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
+    for i, (text, name) in enumerate(generated):
+        configs.append({"id": f"gen:{i}", "text": text, "name": name, "cwd": str(workspace)})
     proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -245,8 +245,35 @@ def generated_configs():
     import yaml
     _import_validator()
     rng = random.Random(GEN_SEED)
-    out = [yaml.safe_dump(_gen_config(rng), sort_keys=False) for _ in range(N_GENERATED)]
-    return out + [_gen_raw(rng) for _ in range(N_GENERATED_RAW)]
+    out = [(yaml.safe_dump(_gen_config(rng), sort_keys=False), "config.yaml") for _ in range(N_GENERATED)]
+    out += [(_gen_raw(rng), "config.yaml") for _ in range(N_GENERATED_RAW)]
+    return out + EDGE_CASES
+
+
+# Syntax edge cases where PyYAML / json.load details decide accelerate's verdict.
+EDGE_CASES = [
+    ("\ufeffdistributed_type: MULTI_GPU\nnum_processes: 2\n", "config.yaml"),
+    ('\ufeff{"distributed_type": "MULTI_GPU", "num_processes": 2}', "config.json"),
+    ("distributed_type: MULTI_GPU\r\nnum_processes: 2\r\n", "config.yaml"),
+    ("---\ndistributed_type: MULTI_GPU\nnum_processes: 2\n...\n", "config.yaml"),
+    ("base: &b\n  fsdp_version: 2\ndistributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  <<: *b\n", "config.yaml"),
+    ("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: &b\n  fsdp_version: 2\n", "config.yaml"),
+    ('{"distributed_type": "MULTI_GPU", "num_processes": 2}', "config.yaml"),
+    ('{"distributed_type": "MULTI_GPU", "num_processes": 2, "main_process_port": NaN}', "config.json"),
+    ('{"distributed_type": "NO", "num_processes": 1, // comment\n}', "config.json"),
+    ("distributed_type: 'NO'\nnum_processes: 1\ntpu_name: 2024-01-01\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes:\t1\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes: 1\nfsdp_config: {}\ndeepspeed_config:\n", "config.yaml"),
+    ("distributed_type:\nnum_processes: 1\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes: 1\ntpu_name: !!binary aGVsbG8=\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes: 1\ncommands: !!set {a, b}\n", "config.yaml"),
+    ("distributed_type: !!str NO\nnum_processes: 1\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes: 1\n1: x\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes: !!python/tuple [1]\n", "config.yaml"),
+    ("distributed_type: 'NO'\nnum_processes: 1\n---\ndebug: true\n", "config.yaml"),
+    ("- distributed_type: 'NO'\n", "config.yaml"),
+    ("", "config.yaml"),
+]
 
 
 @pytest.fixture(scope="session")

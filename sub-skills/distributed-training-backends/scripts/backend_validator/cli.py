@@ -53,6 +53,8 @@ input limits (an input over a limit is refused with exit 2, never a traceback):
   size {loader_yaml.MAX_BYTES // (1024 * 1024)} MiB per file; nesting depth {loader_yaml.MAX_DEPTH};
   {loader_yaml.MAX_NODES} YAML nodes after alias expansion (alias bombs); UTF-8 text only;
   YAML tags are never constructed (a tag safe_load would refuse is an error finding).
+  YAML up to {loader_yaml.PURE_PYTHON_LIMIT // 1024} KiB is parsed by PyYAML's pure-Python parser, exactly as
+  accelerate's yaml.safe_load does; larger input by libyaml (faster, slightly more permissive).
 
 The checks mirror {VERIFIED_AGAINST}; see references/validator-rules.md.
 Relative deepspeed_config_file paths are resolved against the current working directory,

@@ -25,7 +25,11 @@ MAX_BYTES = 5 * 1024 * 1024  # 5 MiB; real configs are a few KiB
 MAX_DEPTH = 100  # nesting of mappings/sequences
 MAX_NODES = 200_000  # nodes after alias expansion (alias bombs)
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# accelerate reads configs with yaml.safe_load, i.e. PyYAML's pure-Python SafeLoader, which refuses a
+# few inputs libyaml accepts (a tab after "key:", for one). Inputs up to PURE_PYTHON_LIMIT are parsed
+# by that same parser; larger ones (never a real config) by libyaml when available, for bounded time.
+PURE_PYTHON_LIMIT = 256 * 1024
+_CLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 TAG_PREFIX = "tag:yaml.org,2002:"
 SAFE_SCALAR_TAGS = {TAG_PREFIX + t for t in ("null", "bool", "int", "float", "str", "timestamp", "binary")}
@@ -158,7 +162,7 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
         top.explicit.append(key)
 
     try:
-        events = yaml.parse(text, Loader=_Loader)
+        events = yaml.parse(text, Loader=yaml.SafeLoader if len(text) <= PURE_PYTHON_LIMIT else _CLoader)
         for ev in events:
             if isinstance(ev, yaml.DocumentStartEvent):
                 documents += 1

@@ -262,8 +262,11 @@ def json_not_strict(ctx):
     {"distributed_type": "NO", "num_processes": 1}
     ```
     """
-    if ctx.doc.kind == "json" and ctx.doc.lenient_features:
-        kind, line, col = ctx.doc.lenient_features[0]
+    # json.load accepts NaN/Infinity; everything else the lenient loader tolerated (comments, trailing
+    # commas, unquoted keys, single quotes, a UTF-8 BOM ...) makes it fail
+    strict_fails = [f for f in ctx.doc.lenient_features if f[0] != "nan-infinity"] if ctx.doc.kind == "json" else []
+    if strict_fails:
+        kind, line, col = strict_fails[0]
         ctx.report((), f"not strict JSON ({kind}); accelerate reads .json configs with json.load and fails",
                    "remove comments / trailing commas, or write the config as YAML", line=line, col=col)
     return ()
