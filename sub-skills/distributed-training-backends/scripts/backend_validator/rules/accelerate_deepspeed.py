@@ -326,7 +326,8 @@ def zero3_init(ctx):
 
 
 @rule(id="acc-ds-nvme-path-dropped", severity="warning", family="accelerate",
-      summary="offload_*_nvme_path in deepspeed_config is never exported (the plugin uses 'none')", source=ENV)
+      summary="NVMe offload from deepspeed_config: the nvme path is never exported (DeepSpeed gets 'none')",
+      source=ENV)
 def nvme_dropped(ctx):
     """The launcher exports no ``ACCELERATE_DEEPSPEED_OFFLOAD_*_NVME_PATH``, so the path in the
     accelerate config never reaches the plugin.
@@ -352,10 +353,16 @@ def nvme_dropped(ctx):
     e = _ds(ctx)
     if not e or _has_file(e):
         return ()
-    for k in ("offload_optimizer_nvme_path", "offload_param_nvme_path"):
+    for what in ("optimizer", "param"):
+        k = f"offload_{what}_nvme_path"
+        dev = f"offload_{what}_device"
         if e.has(k) and e.get(k) not in (None, "none"):
             ctx.report(e.path(k), f"{k} is never passed on by accelerate launch; DeepSpeed gets nvme_path 'none'",
                        "put the NVMe offload settings in a DeepSpeed JSON (deepspeed_config_file)")
+        elif str(e.get(dev)).lower() == "nvme":
+            ctx.report(e.path(dev), f"{dev}: nvme without a DeepSpeed JSON: accelerate hands DeepSpeed the NVMe "
+                       "path 'none' (the launcher exports no NVMe path)",
+                       "configure NVMe offload in a DeepSpeed JSON (deepspeed_config_file) with nvme_path")
     return ()
 
 
