@@ -366,12 +366,12 @@ def int_value(ctx):
             if np_ is not None and not is_num(np_):
                 return bad("num_processes", "the simple launcher compares it with 1 and fails")
         elif multi and (e.launcher == "torchrun" or std):
-            if not is_int(np_):
+            if not isinstance(np_, int):  # bool // int is still an int
                 return bad("num_processes", "the launcher divides it by num_machines and torchrun cannot use the "
                            "result")
         elif runner:
             if e.get("deepspeed_exclusion_filter") is None and e.get("deepspeed_inclusion_filter") is None:
-                if not is_int(np_):
+                if not isinstance(np_, int):
                     return bad("num_processes", "the launcher divides it by num_machines for deepspeed --num_gpus")
                 if not is_int(nm):
                     return bad("num_machines", "num_processes // num_machines must be an integer for deepspeed "

@@ -182,12 +182,10 @@ def fsdp_bool(ctx):
     ```
     """
     e = _fsdp(ctx)
-    if not e:
+    if not e or e.fsdp_version is None:
         return ()
-    v = _version(e)
-    if v is None:
-        return ()
-    for k in (S.FSDP_BOOL_KEYS_V1 if v == 1 else S.FSDP_BOOL_KEYS_V2):
+    # the FSDP1-only flags are read only for version 1; every other version reads the FSDP2 set
+    for k in (S.FSDP_BOOL_KEYS_V1 if e.fsdp_version == 1 else S.FSDP_BOOL_KEYS_V2):
         if e.has(k) and not S.is_truth_word(e.get(k)):
             ctx.report(e.path(k), f"{k} is {fmt(e.get(k))}; the FSDP plugin parses it with str_to_bool and fails",
                        "use true or false")
@@ -411,7 +409,7 @@ def ac_offload_needs_ac(ctx):
     ```
     """
     e = _fsdp(ctx)
-    if e and _version(e) and S.truth(e.fsdp_get("fsdp_activation_checkpointing_offload")) is True \
+    if e and e.fsdp_version is not None and S.truth(e.fsdp_get("fsdp_activation_checkpointing_offload")) is True \
             and S.truth(e.fsdp_get("fsdp_activation_checkpointing")) is False:
         ctx.report(e.path("fsdp_activation_checkpointing_offload"), "fsdp_activation_checkpointing_offload needs "
                    "fsdp_activation_checkpointing: true; the FSDP plugin refuses it",
@@ -444,7 +442,8 @@ def ac_offload_needs_v2(ctx):
     ```
     """
     e = _fsdp(ctx)
-    if e and _version(e) == 1 and S.truth(e.fsdp_get("fsdp_activation_checkpointing_offload")) is True \
+    if e and e.fsdp_version is not None and e.fsdp_version != 2 \
+            and S.truth(e.fsdp_get("fsdp_activation_checkpointing_offload")) is True \
             and S.truth(e.fsdp_get("fsdp_activation_checkpointing")) is True:
         ctx.report(e.path("fsdp_activation_checkpointing_offload"), "fsdp_activation_checkpointing_offload "
                    "requires fsdp_version 2; the FSDP plugin refuses it", "set fsdp_version: 2, or drop the offload")

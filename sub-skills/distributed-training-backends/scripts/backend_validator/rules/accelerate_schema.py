@@ -244,7 +244,7 @@ class Effective:
 
     def multi_machine(self) -> bool:
         nm = self.num_machines
-        return isinstance(nm, int) and not isinstance(nm, bool) and nm > 1
+        return isinstance(nm, (int, float)) and not isinstance(nm, bool) and nm > 1
 
     def world_size(self) -> Optional[int]:
         n = self.num_processes
