@@ -65,6 +65,9 @@ def _setup():
         if k.startswith("ACCELERATE_") or k.startswith("DEEPSPEED_"):
             del os.environ[k]
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", tempfile.mkdtemp(prefix="ds_ext_"))
+    # Muon's Newton-Schulz kernel is wrapped in torch.compile (~90 s to compile on this CPU);
+    # eager mode runs the same optimizer code.
+    os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1",
                       LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
     import logging
@@ -133,13 +136,14 @@ def _uses_offload(d) -> bool:
 
 
 def _no_jit(data):
-    """Copy of the parsed config for deepspeed.initialize. "Adam"/"AdamW" would JIT-compile
-    FusedAdam for the CPU accelerator (~40 s); "torch_adam": true selects torch's AdamW, which
-    goes through the same config checks (_configure_basic_optimizer) and is in ZeRO's tested list."""
+    """Copy of the parsed config for deepspeed.initialize. "Adam"/"AdamW" (and Muon's auxiliary
+    Adam) would JIT-compile FusedAdam for the CPU accelerator (~40 s); "torch_adam": true selects
+    torch's AdamW, which goes through the same config checks (_configure_basic_optimizer) and is
+    in ZeRO's tested list."""
     import copy
     d = copy.deepcopy(dict(data))
     o = d.get("optimizer")
-    if isinstance(o, dict) and str(o.get("type", "")).lower() in ("adam", "adamw"):
+    if isinstance(o, dict) and str(o.get("type", "")).lower() in ("adam", "adamw", "muon"):
         p = o.setdefault("params", {})
         if isinstance(p, dict) and not p.get("torch_adam"):
             # keyword arguments FusedAdam.__init__ accepts but torch's AdamW does not
