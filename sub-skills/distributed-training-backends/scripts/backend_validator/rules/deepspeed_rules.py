@@ -502,8 +502,8 @@ def unknown_key(ctx: Context):
     """
     known = set(D.TOP_LEVEL_KEYS) | set(D.REMOVED_TOP_LEVEL) | set(D.TOP_LEVEL_TOLERATED)
     for k in ctx.doc.data:
-        if k in known:
-            continue
+        if k in known or str(k).startswith("_") or str(k).lower() in ("comment", "comments", "description"):
+            continue  # "_comment" style annotations are ignored on purpose
         cand = did_you_mean(k, sorted(set(D.TOP_LEVEL_KEYS)))
         if k in ("comms_config",):
             cand = "comms_logger"
