@@ -28,6 +28,9 @@ with contextlib.redirect_stdout(sys.stderr):
     from deepspeed.compile.config import CompileConfig
     from deepspeed.runtime.tensor_parallel.config import TPTrainingConfig
     from deepspeed.inference.config import WeightQuantConfig
+    from deepspeed.runtime.zenflow.zenflow_config import ZenFlowConfig
+    from deepspeed.runtime.zero.leaf_module_config import DeepSpeedZeroLeafModuleConfig
+    from deepspeed.utils.config import DeepSpeedThroughputTimerConfig
     import accelerate
     from accelerate.utils import DeepSpeedPlugin
 
@@ -36,7 +39,8 @@ MODELS = {"zero_optimization": DeepSpeedZeroConfig, "offload_param": DeepSpeedZe
           "bf16": DeepSpeedBF16Config, "tensorboard": TensorBoardConfig, "wandb": WandbConfig,
           "csv_monitor": CSVConfig, "comet": CometConfig, "comms_logger": CommsLoggerConfig,
           "compile": CompileConfig, "hybrid_engine": dsc.HybridEngineConfig, "tensor_parallel": TPTrainingConfig,
-          "weight_quantization": WeightQuantConfig}
+          "weight_quantization": WeightQuantConfig, "zenflow": ZenFlowConfig,
+          "leaf_module": DeepSpeedZeroLeafModuleConfig, "timers_throughput": DeepSpeedThroughputTimerConfig}
 
 
 def kind(ann):
@@ -59,6 +63,9 @@ def kind(ann):
     if ann is str or (isinstance(ann, type) and issubclass(ann, os.PathLike)):
         return "str", False, []
     if ann is list or origin is list:
+        inner = typing.get_args(ann)
+        if inner and typing.get_origin(inner[0]) is typing.Literal:
+            return "list", False, list(typing.get_args(inner[0]))
         return "list", False, []
     if ann is dict or origin is dict or ann is typing.Dict:
         return "dict", False, []
@@ -74,7 +81,7 @@ for name, cls in MODELS.items():
         k, opt, ch = kind(f.annotation)
         meta = {}
         for m in f.metadata:
-            for a in ("ge", "gt", "le"):
+            for a in ("ge", "gt", "le", "lt"):
                 if getattr(m, a, None) is not None:
                     meta[a] = getattr(m, a)
         d = f.default

@@ -39,11 +39,11 @@ def test_strict_block_fields(block, facts):
             assert r["kind"].startswith("other:") or r["kind"] == "enum", (name, r["kind"])
             continue
         assert f.kind == r["kind"] or (f.kind == "dict" and r["kind"] == "model"), (name, f.kind, r["kind"])
-        if r["kind"] == "enum":
+        if r["kind"] in ("enum", "list"):
             assert set(f.choices) == set(r["choices"]), (name, f.choices, r["choices"])
         if f.kind != "model":
             assert f.optional == r["optional"], name
-        for a in ("ge", "gt", "le"):
+        for a in ("ge", "gt", "le", "lt"):
             if (block, name) in CUSTOM_BOUNDS and r.get(a) is None:
                 assert CUSTOM_BOUNDS[(block, name)] in facts["ds_source"]  # a field_validator enforces it
                 continue

@@ -141,6 +141,7 @@ class F:
     ge: Optional[float] = None
     gt: Optional[float] = None
     le: Optional[float] = None
+    lt: Optional[float] = None
     choices: Tuple[Any, ...] = ()
     alias: Optional[str] = None
     optional: bool = False  # None accepted
@@ -163,7 +164,7 @@ ZERO = {
     "elastic_checkpoint": F(B, False),
     "offload_param": F("model", None, optional=True, model="offload_param"),
     "offload_optimizer": F("model", None, optional=True, model="offload_optimizer"),
-    "zenflow": F("dict", None, optional=True),
+    "zenflow": F("model", None, optional=True, model="zenflow"),
     "sub_group_size": F(I, 1_000_000_000, ge=0),
     "cpu_offload_param": F(B, None, optional=True, deprecated="offload_param"),
     "cpu_offload_use_pin_memory": F(B, None, optional=True, deprecated="offload_param or offload_optimizer"),
@@ -192,8 +193,22 @@ ZERO = {
     "log_trace_cache_warnings": F(B, False),
     "enable_sanity_checks": F(B, False),
     "save_muon_momentum_buffer_in_memory": F(B, False),
-    "leaf_module": F("dict", None),
+    "leaf_module": F("model", None, model="leaf_module"),
 }
+ZENFLOW = {
+    "topk_ratio": F("float", 0.1, gt=0.0, lt=1.0),
+    "select_strategy": F("str", "auto"),
+    "select_interval": F("any", "auto"),
+    "update_interval": F("any", "auto"),
+    "overlap_step": F(B, False),
+    "offload": F(B, False),
+    "auto_ratio": F("float", 0.99, ge=0.0, le=1.0),
+    "full_warm_up_rounds": F(I, 0),
+    "pt_reserved_cores_perc": F("float", 0.5, ge=0.0, le=1.0),
+    "steps_per_epoch": F(I, None, optional=True),
+}
+LEAF_MODULE = {"classes": F("list"), "names": F("list"), "name_suffixes": F("list")}
+TIMERS_THROUGHPUT = {"enabled": F(B, True), "synchronized": F(B, True)}
 DEVICES = ("none", "cpu", "nvme")
 OFFLOAD_PARAM = {
     "device": F("enum", "none", choices=DEVICES),
@@ -250,7 +265,7 @@ COMPILE = {k: F(B, False) for k in (
     "sync_before_allgather", "sync_after_allgather", "keep_all_input_tensors")}
 COMPILE.update({"free_activation_threshold": F(I, 10485760), "offload_activation_pin_memory": F(B, True),
                 "double_buffer": F(B, True), "keep_int_input_tensors": F(B, True),
-                "passes": F("list", None, optional=True)})
+                "passes": F("list", None, optional=True, choices=("z1", "z3", "autosp", "autotp"))})
 HYBRID_ENGINE = {"enabled": F(B, False), "max_out_tokens": F(I, 512, gt=0), "inference_tp_size": F(I, 1),
                  "release_inference_cache": F(B, False), "pin_parameters": F(B, True),
                  "tp_gather_partition_size": F(I, 8), "enable_cuda_graph": F(B, False)}
@@ -268,6 +283,9 @@ STRICT_BLOCKS: Dict[str, Tuple[Dict[str, F], Tuple[str, ...]]] = {
     "zero_optimization": (ZERO, ("zero_optimization",)),
     "offload_param": (OFFLOAD_PARAM, ("zero_optimization", "offload_param")),
     "offload_optimizer": (OFFLOAD_OPTIMIZER, ("zero_optimization", "offload_optimizer")),
+    "zenflow": (ZENFLOW, ("zero_optimization", "zenflow")),
+    "leaf_module": (LEAF_MODULE, ("zero_optimization", "leaf_module")),
+    "timers_throughput": (TIMERS_THROUGHPUT, ("timers", "throughput")),
     "fp16": (FP16, ("fp16",)),
     "bf16": (BF16, ("bf16",)),
     "tensorboard": (TENSORBOARD, ("tensorboard",)),

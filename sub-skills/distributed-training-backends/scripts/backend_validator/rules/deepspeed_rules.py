@@ -170,7 +170,11 @@ def scheduler_params(ctx: Context):
     ```
     """
     t = ctx.doc.get(("scheduler", "type"))
-    params = ctx.doc.get(("scheduler", "params"), {})
+    params = ctx.doc.get(("scheduler", "params"))
+    if isinstance(t, str) and (t in D.DS_SCHEDULERS or t in D.TORCH_SCHEDULERS) and params is None:
+        yield ctx.report(("scheduler",), f"scheduler {t!r} without \"params\": deepspeed calls the constructor "
+                         "with **None (TypeError at initialize)", "add \"params\": {} (or the scheduler's values)")
+        return
     if t not in D.SCHEDULER_PARAMS or not isinstance(params, dict):
         return
     allowed = D.SCHEDULER_PARAMS[t]
@@ -347,7 +351,10 @@ def _check_value(f: D.F, v: Any) -> Optional[str]:
     if k in ("dict", "model"):
         return None if isinstance(v, dict) else f"{v!r} is not a mapping"
     if k == "list":
-        return None if isinstance(v, list) else f"{v!r} is not a list"
+        if not isinstance(v, list):
+            return f"{v!r} is not a list"
+        bad = [x for x in v if f.choices and x not in f.choices]
+        return f"{bad[0]!r} is not one of {', '.join(map(repr, f.choices))}" if bad else None
     if k == "enum":
         for c in f.choices:
             if isinstance(c, int):
@@ -367,6 +374,8 @@ def _bounds(f: D.F, x: float) -> Optional[str]:
         return f"{x!r} must be >= {f.ge:g}"
     if f.le is not None and not x <= f.le:
         return f"{x!r} must be <= {f.le:g}"
+    if f.lt is not None and not x < f.lt:
+        return f"{x!r} must be < {f.lt:g}"
     return None
 
 
@@ -419,6 +428,24 @@ def invalid_value(ctx: Context):
     if "zero_optimization" in ctx.doc.data and not isinstance(ctx.doc.data["zero_optimization"], (dict, bool)):
         yield ctx.report(("zero_optimization",), "'zero_optimization' must be a mapping (TypeError)",
                          "write \"zero_optimization\": {\"stage\": 2}")
+    for k, kind in (("gradient_clipping", "number"), ("gradient_predivide_factor", "number"),
+                    ("steps_per_print", "int")):
+        v = ctx.doc.get((k,))
+        if v is None or v == "auto":
+            continue  # "auto": ds-auto-* rules
+        if k == "steps_per_print" and ctx.consumer in ("accelerate", "transformers"):
+            continue  # DeepSpeedPlugin overwrites it with inf
+        if isinstance(v, bool) or not _num(v) or (kind == "int" and isinstance(v, float) and v != int(v)):
+            yield ctx.report((k,), f"'{k}' must be a number, got {v!r} (read with dict.get; TypeError at the "
+                             "first step)", "write a number without quotes")
+    for blk in ("optimizer", "scheduler"):
+        v = ctx.doc.get((blk,))
+        if blk in ctx.doc.data and v is not None and not isinstance(v, dict):
+            yield ctx.report((blk,), f"'{blk}' must be a mapping with \"type\" and \"params\", got {v!r}",
+                             f"write \"{blk}\": {{\"type\": ..., \"params\": {{...}}}}")
+        elif isinstance(v, dict) and "params" in v and v["params"] is not None and not isinstance(v["params"], dict):
+            yield ctx.report((blk, "params"), f"'{blk}.params' must be a mapping of keyword arguments, got "
+                             f"{v['params']!r}", "write {\"lr\": ...}")
     for name in ("tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "compile", "hybrid_engine",
                  "tensor_parallel", "weight_quantization"):
         if name in ctx.doc.data and not isinstance(ctx.doc.data[name], dict):
@@ -595,7 +622,8 @@ def auto_unsupported(ctx: Context):
             continue
         if path[0] in ("optimizer", "scheduler", "train_batch_size", "train_micro_batch_size_per_gpu",
                        "gradient_accumulation_steps", "gradient_clipping", "communication_data_type",
-                       "seq_parallel_communication_data_type", "gradient_allreduce_op", "gradient_predivide_factor"):
+                       "seq_parallel_communication_data_type", "gradient_allreduce_op", "gradient_predivide_factor",
+                       "steps_per_print"):
             yield ctx.report(path, f"'{dotted}': \"auto\" is not filled by plain DeepSpeed and fails (TypeError / "
                              "ValueError at init or at the first step)",
                              "write a concrete value, or launch through Accelerate / the Trainer")
