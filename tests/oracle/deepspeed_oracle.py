@@ -49,7 +49,7 @@ import traceback
 
 ENV_PATTERNS = ("not supported on your device", "not been implemented on cpu", "cuda", "nccl", "triton",
                 "no module named", "async_io", "is not available", "jit", "libaio", "cannot find -l",
-                "not implemented for 'cpu'", "cpu backend", "build", "ninja")
+                "not implemented for 'cpu'", "cpu backend", "build", "ninja", "please install")
 
 
 def _free_port() -> int:
@@ -324,8 +324,8 @@ def _engine(data, torch, deepspeed, res, retried=False):
                                                       model_parameters=None if client_opt else model.parameters(),
                                                       config=engine_cfg)
                 stage = "forward"
-                mb = eng.train_micro_batch_size_per_gpu()
-                x = torch.randn(int(mb), 4, dtype=next(eng.module.parameters()).dtype)
+                # the stand-in batch is 2 rows whatever the micro batch (a config may say 1e9)
+                x = torch.randn(2, 4, dtype=next(eng.module.parameters()).dtype)
                 try:
                     loss = eng(x).float().sum()
                 except Exception as e:  # noqa: BLE001 - the stand-in model, not the config
@@ -333,6 +333,11 @@ def _engine(data, torch, deepspeed, res, retried=False):
                 stage = "step"
                 eng.backward(loss)
                 eng.step()
+                # reach the gradient-accumulation boundary, where the optimizer step, clipping and
+                # the scheduler run
+                for _ in range(min(int(eng.gradient_accumulation_steps()), 64) - 1):
+                    eng.backward(eng(x).float().sum())
+                    eng.step()
                 return "ran" + (" (fp16 switched off: unsupported on CPU)" if retried else "")
             except BaseException as e:  # noqa: BLE001
                 msg = _msg(e)

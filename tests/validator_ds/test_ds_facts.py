@@ -14,6 +14,10 @@ from backend_validator import deepspeed as D
 
 # bounds enforced by a pydantic field_validator instead of Field metadata -> its message
 CUSTOM_BOUNDS = {("fp16", "loss_scale"): "fp16.loss_scale must be >= 0"}
+# fields whose field_validator rejects booleans -> its message
+NO_BOOL = {("fp16", "loss_scale"): "fp16.loss_scale must be a number, not bool",
+           ("fp16", "loss_scale_window"): "must be an integer, not bool",
+           ("fp16", "min_loss_scale"): "must be an integer, not bool"}
 PROBE = Path(__file__).resolve().parent / "ds_facts_probe.py"
 
 
@@ -48,6 +52,9 @@ def test_strict_block_fields(block, facts):
                 assert CUSTOM_BOUNDS[(block, name)] in facts["ds_source"]  # a field_validator enforces it
                 continue
             assert getattr(f, a) == r.get(a), (name, a)
+        assert f.no_bool == ((block, name) in NO_BOOL), name
+        if f.no_bool:
+            assert NO_BOOL[(block, name)] in facts["ds_source"]
         if f.default is not None and not isinstance(r["default"], (dict, list)) and r["default"] != "None":
             assert f.default == r["default"], (name, f.default, r["default"])
 

@@ -147,6 +147,7 @@ class F:
     optional: bool = False  # None accepted
     deprecated: Optional[str] = None  # replacing field, if deprecated
     model: Optional[str] = None  # nested strict block name
+    no_bool: bool = False  # a field_validator rejects true/false (pydantic would coerce them)
 
 
 I, B = "int", "bool"
@@ -233,12 +234,12 @@ OFFLOAD_OPTIMIZER = {
 FP16 = {
     "enabled": F(B, False),
     "auto_cast": F(B, False),
-    "loss_scale": F("float", 0.0, ge=0.0),
+    "loss_scale": F("float", 0.0, ge=0.0, no_bool=True),
     "initial_scale_power": F(I, 16),
-    "loss_scale_window": F(I, 1000),
+    "loss_scale_window": F(I, 1000, no_bool=True),
     "hysteresis": F(I, 2),
     "consecutive_hysteresis": F(B, False),
-    "min_loss_scale": F(I, 1),
+    "min_loss_scale": F(I, 1, no_bool=True),
     "fp16_master_weights_and_grads": F(B, False),
 }
 BF16 = {
@@ -330,6 +331,17 @@ LENIENT_BLOCKS = {
     "scheduler": ("type", "params"),
     "checkpoint": ("tag_validation", "load_universal", "use_node_local_storage", "parallel_write",
                    "checkpoint_serialization", "writer"),
+}
+
+# Blocks deepspeed reads as mappings (``param_dict[key].get`` / ``Model(**param_dict[key])``):
+# any other value fails at config parse. True here = null is accepted (treated as absent).
+MAPPING_BLOCKS = {
+    "zero_optimization": False, "fp16": False, "bf16": True, "bfloat16": False, "tensorboard": False,
+    "wandb": False, "csv_monitor": False, "comet": False, "comms_logger": False, "compile": False,
+    "hybrid_engine": False, "tensor_parallel": False, "weight_quantization": False, "checkpoint": False,
+    "activation_checkpointing": False, "data_types": False, "pipeline": False, "flops_profiler": False,
+    "torch_autocast": False, "data_efficiency": False, "autotuning": False, "aio": True,
+    "expert_parallel": True, "optimizer": False, "scheduler": False,
 }
 
 # --------------------------------------------------------------------------

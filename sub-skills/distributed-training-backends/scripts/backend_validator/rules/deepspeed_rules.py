@@ -175,7 +175,7 @@ def scheduler_params(ctx: Context):
         yield ctx.report(("scheduler",), f"scheduler {t!r} without \"params\": deepspeed calls the constructor "
                          "with **None (TypeError at initialize)", "add \"params\": {} (or the scheduler's values)")
         return
-    if t not in D.SCHEDULER_PARAMS or not isinstance(params, dict):
+    if not isinstance(t, str) or t not in D.SCHEDULER_PARAMS or not isinstance(params, dict):
         return
     allowed = D.SCHEDULER_PARAMS[t]
     for k in params:
@@ -191,7 +191,7 @@ def scheduler_params(ctx: Context):
     if "warmup_num_steps" in params and "warmup_num_steps" in allowed:
         v = params["warmup_num_steps"]
         raw = ctx.doc.scalars.get(("scheduler", "params", "warmup_num_steps"))
-        ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+        ok = isinstance(v, int) and v > 0  # isinstance(True, int): deepspeed accepts true as 1
         if not ok and ctx.consumer == "deepspeed" and isinstance(v, float) and v > 0 and v == int(v) and raw:
             ok = True  # hjson reads 1e3 / 100.0 as the int 100
         if v == "auto" and ctx.consumer in ("accelerate", "transformers"):
@@ -226,6 +226,8 @@ def unknown_key_strict(ctx: Context):
         for k in blk:
             if k in names:
                 continue
+            if blk[k] == "auto" and ctx.consumer == "deepspeed":
+                continue  # "auto" is stripped before pydantic sees the key (ds-auto-dropped)
             cand = did_you_mean(k, sorted(names))
             yield ctx.report(path + (k,), f"unknown key {k!r} in '{'.'.join(path)}' (pydantic: extra inputs are "
                              "not permitted)", f"did you mean {cand!r}?" if cand else
@@ -325,6 +327,8 @@ def _check_value(f: D.F, v: Any) -> Optional[str]:
     """Return why pydantic (lax mode) rejects v for field f, or None."""
     if v is None:
         return None if f.optional else "null is not accepted"
+    if f.no_bool and isinstance(v, bool):
+        return f"{v!r} is a boolean (rejected by a field validator)"
     k = f.kind
     if k == "any":
         return None
@@ -414,36 +418,40 @@ def invalid_value(ctx: Context):
             why = _check_value(f, v)
             if why:
                 yield ctx.report(path + (k,), f"'{'.'.join(path)}.{k}': {why}", _value_hint(f))
-    # fp16.loss_scale: a bool is rejected explicitly
-    ls = ctx.doc.get(("fp16", "loss_scale"))
-    if isinstance(ls, bool):
-        yield ctx.report(("fp16", "loss_scale"), "'fp16.loss_scale' must be a number, not a boolean",
-                         "0 for dynamic loss scaling, or a positive static scale")
-    # non-mapping blocks
-    for blk in ("fp16", "bf16", "bfloat16"):
-        v = ctx.doc.get((blk,))
-        if blk in ctx.doc.data and not isinstance(v, dict) and not (blk == "bfloat16" and "bf16" in ctx.doc.data):
-            yield ctx.report((blk,), f"'{blk}' must be a mapping such as {{\"enabled\": true}}, got {v!r} (TypeError)",
-                             f"write \"{blk}\": {{\"enabled\": {str(bool(v)).lower()}}}")
-    if "zero_optimization" in ctx.doc.data and not isinstance(ctx.doc.data["zero_optimization"], (dict, bool)):
-        yield ctx.report(("zero_optimization",), "'zero_optimization' must be a mapping (TypeError)",
-                         "write \"zero_optimization\": {\"stage\": 2}")
+    # blocks that must be mappings (zero_optimization may also be the legacy true/false)
+    for blk, null_ok in D.MAPPING_BLOCKS.items():
+        if blk not in ctx.doc.data:
+            continue
+        v = ctx.doc.data[blk]
+        if isinstance(v, dict) or (v is None and null_ok) or (blk == "zero_optimization" and isinstance(v, bool)):
+            continue
+        if blk == "bfloat16" and "bf16" in ctx.doc.data:
+            continue  # ignored when bf16 is present
+        example = {"fp16": '{"enabled": true}', "bf16": '{"enabled": true}', "bfloat16": '{"enabled": true}',
+                   "zero_optimization": '{"stage": 2}', "optimizer": '{"type": "AdamW", "params": {"lr": 1e-4}}',
+                   "scheduler": '{"type": "WarmupLR", "params": {}}'}.get(blk, "{...}")
+        yield ctx.report((blk,), f"'{blk}' must be a mapping, got {v!r} (deepspeed fails while parsing the config)",
+                         f"write \"{blk}\": {example}, or remove the key")
+    if "timers" in ctx.doc.data and not isinstance(ctx.doc.data["timers"], (dict, list, str)):
+        yield ctx.report(("timers",), f"'timers' must be a mapping, got {ctx.doc.data['timers']!r} (TypeError: "
+                         "deepspeed tests \"throughput\" in it)", "write \"timers\": {\"throughput\": {...}}")
+    wcb = ctx.doc.get(("wall_clock_breakdown",))
+    if "wall_clock_breakdown" in ctx.doc.data and not isinstance(wcb, (bool, int)):
+        yield ctx.report(("wall_clock_breakdown",), f"'wall_clock_breakdown' must be true/false, got {wcb!r} "
+                         "(TypeError: it is or-ed with flops_profiler.enabled)", "write true or false")
     for k, kind in (("gradient_clipping", "number"), ("gradient_predivide_factor", "number"),
-                    ("steps_per_print", "int")):
+                    ("steps_per_print", "number")):
         v = ctx.doc.get((k,))
         if v is None or v == "auto":
             continue  # "auto": ds-auto-* rules
         if k == "steps_per_print" and ctx.consumer in ("accelerate", "transformers"):
             continue  # DeepSpeedPlugin overwrites it with inf
-        if isinstance(v, bool) or not _num(v) or (kind == "int" and isinstance(v, float) and v != int(v)):
+        if not _num(v) and not (isinstance(v, bool) and k == "steps_per_print"):
             yield ctx.report((k,), f"'{k}' must be a number, got {v!r} (read with dict.get; TypeError at the "
                              "first step)", "write a number without quotes")
     for blk in ("optimizer", "scheduler"):
         v = ctx.doc.get((blk,))
-        if blk in ctx.doc.data and v is not None and not isinstance(v, dict):
-            yield ctx.report((blk,), f"'{blk}' must be a mapping with \"type\" and \"params\", got {v!r}",
-                             f"write \"{blk}\": {{\"type\": ..., \"params\": {{...}}}}")
-        elif isinstance(v, dict) and "params" in v and v["params"] is not None and not isinstance(v["params"], dict):
+        if isinstance(v, dict) and "params" in v and v["params"] is not None and not isinstance(v["params"], dict):
             yield ctx.report((blk, "params"), f"'{blk}.params' must be a mapping of keyword arguments, got "
                              f"{v['params']!r}", "write {\"lr\": ...}")
     for name in ("tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "compile", "hybrid_engine",
@@ -501,7 +509,7 @@ def bool_string(ctx: Context):
                 yield ctx.report((blk, k), f"'{blk}.{k}' is the string {v!r}; this block is read with dict.get, "
                                  "so any non-empty string counts as true", "write false without quotes")
     for k in ("prescale_gradients", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
-              "wall_clock_breakdown", "memory_breakdown", "dataloader_drop_last"):
+              "memory_breakdown", "dataloader_drop_last"):
         v = ctx.doc.get((k,))
         if isinstance(v, str) and D.as_bool(v) is not None:
             yield ctx.report((k,), f"'{k}' is the string {v!r}; read with dict.get, any non-empty string is true",
@@ -620,6 +628,13 @@ def auto_unsupported(ctx: Context):
     for path, dotted in _auto_sites(ctx):
         if path[0] in D.STRICT_BLOCKS or path[0] == "bfloat16":
             continue
+        if path[0] in ("optimizer", "scheduler") and (len(path) < 2 or path[1] not in ("params", "type")):
+            continue  # other keys of these blocks are never read (ds-unknown-key)
+        if len(path) == 3 and path[1] == "params" and path[2] not in _NUM_PARAMS | _INT_PARAMS | {
+                "betas", "warmup_num_steps"}:
+            yield ctx.report(path, f"'{dotted}': \"auto\" is passed to the constructor as the string 'auto'",
+                             "write a concrete value", severity="warning")
+            continue
         if path[0] in ("optimizer", "scheduler", "train_batch_size", "train_micro_batch_size_per_gpu",
                        "gradient_accumulation_steps", "gradient_clipping", "communication_data_type",
                        "seq_parallel_communication_data_type", "gradient_allreduce_op", "gradient_predivide_factor",
@@ -652,6 +667,11 @@ def auto_unfillable(ctx: Context):
     """
     fillable = D.ACCELERATE_AUTO_KEYS if ctx.consumer == "accelerate" else D.TRANSFORMERS_AUTO_KEYS
     who = "Accelerate" if ctx.consumer == "accelerate" else "the Transformers Trainer"
+    if ctx.consumer == "accelerate" and ctx.doc.get(("train_batch_size",)) == "auto" and \
+            ctx.doc.get(("train_micro_batch_size_per_gpu",)) is None:
+        yield ctx.report(("train_batch_size",), "train_batch_size \"auto\" is computed from "
+                         "train_micro_batch_size_per_gpu, which is missing: Accelerate cannot fill it (ValueError)",
+                         "add \"train_micro_batch_size_per_gpu\": \"auto\"")
     for path, dotted in D.iter_auto(ctx.doc.data):
         if dotted in fillable:
             continue
@@ -714,7 +734,7 @@ def batch_missing(ctx: Context):
     ```
     """
     d = ctx.doc.data
-    if "train_batch_size" not in d and "train_micro_batch_size_per_gpu" not in d:
+    if d.get("train_batch_size") is None and d.get("train_micro_batch_size_per_gpu") is None:
         yield ctx.report((), "neither train_batch_size nor train_micro_batch_size_per_gpu is set; deepspeed "
                          "asserts that one of them is given", "add \"train_micro_batch_size_per_gpu\" (or \"auto\" "
                          "under Accelerate / the Trainer)")
@@ -740,21 +760,37 @@ def batch_equation(ctx: Context):
     """
     d = ctx.doc.data
     vals: Dict[str, Any] = {}
+    has_auto = False
     for k in _BATCH:
         if k not in d or d[k] is None:
             continue
         v = d[k]
         if v == "auto":
-            return  # filled by the consumer (or reported by ds-auto-unsupported)
-        if isinstance(v, str) or isinstance(v, bool) or not _num(v):
-            yield ctx.report((k,), f"'{k}' must be a positive integer, got {v!r} (TypeError in deepspeed's batch "
-                             "arithmetic)", "write an integer without quotes")
+            has_auto = True  # filled by the consumer (or reported by ds-auto-unsupported)
+            continue
+        if isinstance(v, bool):
+            v = int(v)  # Python arithmetic treats true as 1
+        if isinstance(v, str) or not _num(v) or v != v or v in (math.inf, -math.inf):
+            yield ctx.report((k,), f"'{k}' must be a positive integer, got {v!r} (TypeError or a failed batch "
+                             "check in deepspeed's batch arithmetic)", "write an integer without quotes")
             return
         vals[k] = v
     for k, v in vals.items():
         if v <= 0:
             yield ctx.report((k,), f"'{k}' must be > 0, got {v!r}", "use a positive integer")
             return
+    tbs, mb = vals.get("train_batch_size"), vals.get("train_micro_batch_size_per_gpu")
+    if has_auto:
+        if tbs is not None and mb is not None and (tbs % mb != 0 or tbs < mb):
+            yield ctx.report(("train_batch_size",), f"train_batch_size {tbs} is not a multiple of micro {mb}; no "
+                             "gradient accumulation or world size can satisfy train_batch_size = micro x grad_acc x "
+                             "world", "fix one of the two, or set train_batch_size to \"auto\"")
+        elif mb is not None and mb != int(mb) and d.get("train_batch_size") == "auto" and \
+                ctx.consumer in ("accelerate", "transformers"):
+            yield ctx.report(("train_micro_batch_size_per_gpu",), f"micro batch {mb} is fractional: the filled "
+                             "train_batch_size is rounded down and deepspeed's batch check fails",
+                             "use an integer micro batch size")
+        return
     W = ctx.options.world_size
     tbs, mb, gas = (vals.get(k) for k in _BATCH)
     if gas is None and "gradient_accumulation_steps" not in d and ctx.consumer in ("accelerate", "transformers"):
@@ -944,6 +980,10 @@ def invalid_enum(ctx: Context):
             continue
         if not isinstance(v, str) or v.lower() not in ("fp32", "fp16", "bf16"):
             yield ctx.report((k,), f"invalid {k} {v!r} (ValueError)", "use fp32, fp16 or bf16")
+    v = d.get(("log_level",))
+    if v is not None and not (isinstance(v, str) and v.lower() in ("debug", "info", "warning", "error", "critical")):
+        yield ctx.report(("log_level",), f"log_level {v!r} is not a logging level (ValueError at initialize)",
+                         "use debug, info, warning, error or critical")
     v = d.get(("gradient_allreduce_op",))
     if v is not None and not (isinstance(v, str) and v.lower() in ("mean", "sum")):
         yield ctx.report(("gradient_allreduce_op",), f"invalid gradient_allreduce_op {v!r} (ValueError)",
@@ -1225,8 +1265,13 @@ def zero_legacy_bool(ctx: Context):
     """
     v = ctx.doc.get(("zero_optimization",))
     if isinstance(v, bool):
-        yield ctx.report(("zero_optimization",), f"\"zero_optimization\": {str(v).lower()} is the legacy format "
-                         f"(means stage {1 if v else 0})", f"write {{\"stage\": {1 if v else 0}}}")
+        if ctx.consumer in ("accelerate", "transformers"):
+            yield ctx.report(("zero_optimization",), f"\"zero_optimization\": {str(v).lower()} (legacy format) "
+                             "fails in Accelerate's DeepSpeedPlugin, which reads it as a mapping (AttributeError)",
+                             f"write {{\"stage\": {1 if v else 0}}}", severity="error")
+        else:
+            yield ctx.report(("zero_optimization",), f"\"zero_optimization\": {str(v).lower()} is the legacy "
+                             f"format (means stage {1 if v else 0})", f"write {{\"stage\": {1 if v else 0}}}")
 
 
 # ---------------------------------------------------------------- optimizer
@@ -1247,12 +1292,12 @@ def optimizer_without_type(ctx: Context):
     ```
     """
     o = ctx.doc.get(("optimizer",))
-    if isinstance(o, dict) and "type" not in o:
+    if isinstance(o, dict) and o.get("type") is None:
         yield ctx.report(("optimizer",), "optimizer block without \"type\": deepspeed ignores it and the first "
                          "step() fails unless the code passes an optimizer", "add \"type\": \"AdamW\" (or remove "
                          "the block)")
     s = ctx.doc.get(("scheduler",))
-    if isinstance(s, dict) and "type" not in s:
+    if isinstance(s, dict) and s.get("type") is None:
         yield ctx.report(("scheduler",), "scheduler block without \"type\" is silently ignored",
                          "add \"type\": \"WarmupLR\" (or remove the block)", severity="warning")
 
@@ -1679,3 +1724,51 @@ def curriculum_metrics(ctx: Context):
     if isinstance(cl, dict) and cl.get("enabled") and "curriculum_metrics" not in cl:
         yield ctx.report(p + ("enabled",), "curriculum learning is enabled but curriculum_metrics is missing "
                          "(AssertionError at config parse)", "add curriculum_metrics, or disable it")
+
+
+_NUM_PARAMS = {"lr", "eps", "weight_decay", "warmup_min_lr", "warmup_max_lr", "cycle_min_lr", "cycle_max_lr",
+               "decay_lr_rate", "warmup_min_ratio", "cos_min_ratio", "lr_range_test_min_lr", "lr_range_test_step_rate",
+               "momentum", "cycle_min_mom", "cycle_max_mom", "decay_mom_rate"}
+_INT_PARAMS = {"total_num_steps", "cycle_first_step_size", "cycle_second_step_size", "decay_step_size",
+               "lr_range_test_step_size", "cycle_first_stair_count", "cycle_second_stair_count"}
+
+
+@rule(id="ds-param-value-type", severity="error", family="deepspeed",
+      summary="optimizer / scheduler parameter of the wrong type (lr as a string, betas not a pair ...)",
+      source=f"{SRC_ENGINE}::_configure_basic_optimizer")
+def param_value_type(ctx: Context):
+    """The params go unchanged to the optimizer / scheduler constructors.
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "betas": 0.9}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "betas": [0.9, 0.999]}}}
+    ```
+    """
+    for blk in ("optimizer", "scheduler"):
+        params = ctx.doc.get((blk, "params"))
+        if not isinstance(params, dict):
+            continue
+        for k, v in params.items():
+            if v == "auto":
+                continue
+            p = (blk, "params", k)
+            if v is None:
+                if k in _NUM_PARAMS or k == "betas":
+                    yield ctx.report(p, f"'{blk}.params.{k}' is null (the constructor gets None and fails)",
+                                     "remove the key to use the default, or give a value")
+                continue
+            if k in _NUM_PARAMS and not isinstance(v, (int, float)):
+                yield ctx.report(p, f"'{blk}.params.{k}' must be a number, got {v!r} (TypeError in the "
+                                 "constructor)", "write a number without quotes")
+            elif k in _INT_PARAMS and (isinstance(v, bool) or not _num(v) or v != int(v)):
+                yield ctx.report(p, f"'{blk}.params.{k}' must be an integer, got {v!r}", "write an integer")
+            elif k == "betas" and not (isinstance(v, list) and len(v) == 2 and all(_num(x) for x in v)):
+                yield ctx.report(p, f"'{blk}.params.betas' must be a pair of numbers, got {v!r}",
+                                 "e.g. [0.9, 0.999]")
