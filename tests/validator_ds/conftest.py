@@ -25,6 +25,7 @@ if str(HERE) not in sys.path:
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+import ds_edge_cases  # noqa: E402
 import ds_examples  # noqa: E402
 
 
@@ -78,7 +79,20 @@ def ds_oracle(corpus_dir, tmp_path_factory):
         text = p.read_text(encoding="utf-8", errors="replace")
         for cons in ("deepspeed", "accelerate", "transformers"):
             jobs.append({"id": f"corpus|{p.name}|{cons}", "text": text, "consumer": cons, "world_size": None})
+    jobs += ds_edge_cases.edge_jobs() + mutation_jobs(corpus_dir)
     return {r["id"]: r for r in _run(DS_ORACLE, jobs)}
+
+
+def mutation_jobs(corpus_dir):
+    from backend_validator import deepspeed as D, loader_json
+    docs = []
+    for p in corpus_ds_files(corpus_dir):
+        try:
+            docs.append(loader_json.load_path(str(p)).data)
+        except Exception:  # noqa: BLE001 - unparseable broken files
+            pass
+    keys = sorted(set(D.TOP_LEVEL_KEYS) | {k for b in D.STRICT_BLOCKS.values() for k in b[0]})
+    return ds_edge_cases.mutation_jobs(docs, keys)
 
 
 @pytest.fixture(scope="session")
