@@ -119,6 +119,12 @@ EDGE = [
     ("accelerate-betas-auto", {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
                                "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto"}}},
      "accelerate"),
+    ("accelerate-auto-stage-offload-param", {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {
+        "stage": "auto", "offload_param": {"device": "cpu"}}}, "accelerate"),
+    ("accelerate-auto-stage-partial-offload", {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {
+        "stage": "auto", "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}, "accelerate"),
+    ("deepspeed-auto-stage-partial-offload", {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {
+        "stage": "auto", "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}, "deepspeed"),
     ("transformers-betas-auto", {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2},
                                  "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto"}}},
      "transformers"),

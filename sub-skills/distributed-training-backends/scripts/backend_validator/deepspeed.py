@@ -518,8 +518,12 @@ def zero_stage(doc: Doc, consumer: Optional[str]) -> Optional[int]:
     v = z.get("stage", 0)
     if v == "auto":
         if consumer == "deepspeed":
-            return 0
-        return None  # filled by Accelerate (default 2) / the accelerate config
+            return 0  # dropped by DeepSpeedConfigModel -> the default 0
+        if consumer in ("accelerate", "transformers"):
+            # DeepSpeedPlugin fills it from zero_stage / ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2; next to a
+            # deepspeed_config_file the accelerate config cannot set zero_stage
+            return 2
+        return None
     i = as_int(v)
     return i if i in (0, 1, 2, 3) else None
 
