@@ -80,6 +80,7 @@ def ds_oracle(corpus_dir, tmp_path_factory):
         for cons in ("deepspeed", "accelerate", "transformers"):
             jobs.append({"id": f"corpus|{p.name}|{cons}", "text": text, "consumer": cons, "world_size": None})
     jobs += ds_edge_cases.edge_jobs() + mutation_jobs(corpus_dir)
+    jobs += xf_world_jobs()
     return {r["id"]: r for r in _run(DS_ORACLE, jobs)}
 
 
@@ -117,3 +118,20 @@ def acc_oracle(xf_cases):
              for (rid, kind), (d, y, ex) in xf_cases.items()]
     ans = _run(ACC_ORACLE, {"configs": items})
     return {r["id"]: r for r in ans["results"]}
+
+
+def xf_world_jobs():
+    """Cross examples marked ``Oracle: deepspeed-world=yaml``: their JSON through the deepspeed
+    oracle as Accelerate reads it, with the world size the YAML launches."""
+    import yaml
+    jobs = []
+    for rid, r in xf_rules().items():
+        ex = ds_examples.parse(r.doc)
+        if ex.get("deepspeed-world") != "yaml":
+            continue
+        for kind in ("fails", "passes"):
+            y = yaml.safe_load(ex[kind]["yaml"])
+            w = int(y.get("num_processes", 1)) * int(y.get("num_machines", 1))
+            jobs.append({"id": f"xfworld|{rid}|{kind}", "text": ex[kind]["json"], "consumer": "accelerate",
+                         "world_size": w})
+    return jobs

@@ -30,7 +30,7 @@ def parse(doc: str) -> dict:
     if m:
         for kv in m.group(1).split():
             k, _, v = kv.partition("=")
-            out[k] = int(v) if k == "world_size" else v
+            out[k] = int(v) if k == "world_size" else v  # also deepspeed-world=yaml (cross rules)
     m = re.search(r"^\s*Effect:\s*(.+)$", doc, re.M)
     if m:
         out["effect"] = m.group(1).strip()

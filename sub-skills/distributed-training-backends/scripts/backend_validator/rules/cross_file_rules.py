@@ -353,3 +353,66 @@ def gas_mismatch(ctx: Context):
         yield ctx.report(("gradient_accumulation_steps",), f"gradient_accumulation_steps is {jv!r} here but {yv!r} "
                          "in the Accelerate config (deepspeed_config.gradient_accumulation_steps); accelerate "
                          "refuses the pair", "keep the value only in the DeepSpeed JSON", doc=j)
+
+
+def _world_from_yaml(ctx: Context) -> Optional[int]:
+    n = D.as_int(ctx.doc.get(("num_processes",), 1)) if ctx.doc.get(("num_processes",)) is not None else 1
+    m = D.as_int(ctx.doc.get(("num_machines",), 1)) if ctx.doc.get(("num_machines",)) is not None else 1
+    if not n or not m or n < 1 or m < 1:
+        return None
+    return n * m
+
+
+@rule(id="xf-batch-size-world", severity="error", family="cross",
+      summary="explicit batch sizes in the JSON do not fit the Accelerate config's num_processes x num_machines",
+      source="deepspeed/runtime/config.py::DeepSpeedConfig._batch_assertion")
+def batch_size_world(ctx: Context):
+    """DeepSpeed checks train_batch_size = micro x grad_acc x world with the launched world size
+    (num_processes x num_machines); a missing gradient_accumulation_steps is 1 under Accelerate.
+    Used when ``--world-size`` is not given.
+
+    Oracle: deepspeed-world=yaml
+
+    Fails:
+
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 4
+    deepspeed_config:
+      deepspeed_config_file: ds_config.json
+    ```
+
+    ```json
+    {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+     "zero_optimization": {"stage": 2}}
+    ```
+
+    Passes:
+
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds_config.json
+    ```
+
+    ```json
+    {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+     "zero_optimization": {"stage": 2}}
+    ```
+    """
+    j = _json(ctx)
+    if j is None or ctx.options.world_size:
+        return
+    W = _world_from_yaml(ctx)
+    if W is None:
+        return
+    from ..core import Options, REGISTRY
+    sub = Context(doc=j, options=Options(world_size=W, cwd=ctx.options.cwd), consumer="accelerate")
+    sub._rule = REGISTRY["ds-batch-size-invalid"]
+    for _ in REGISTRY["ds-batch-size-invalid"].func(sub) or ():
+        pass
+    for f in sub.findings:
+        if "world size" in f.message:
+            yield ctx.report(f.path, f.message.replace("with world size", "with the launched world size") +
+                             f" (num_processes x num_machines in {ctx.doc.name})", f.hint, doc=j)
