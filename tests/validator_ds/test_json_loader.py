@@ -151,3 +151,16 @@ def test_property_any_text_is_a_doc_or_an_input_error(text):
         return
     if isinstance(ref, dict) and not d.parse_findings:
         assert json.dumps(d.data, sort_keys=True) == json.dumps(ref, sort_keys=True)
+
+
+def test_duplicate_key_rule_is_registered_and_its_examples_hold():
+    import ds_examples
+    from backend_validator import core
+    ds_examples.load_rules()
+    import backend_validator.rules.deepspeed_input  # noqa: F401
+    r = core.REGISTRY["json-duplicate-key"]
+    assert r.family == "input" and r.severity == "error"
+    ex = ds_examples.parse(r.doc)
+    fails = L.load_text(ex["fails"]["json"], "f.json")
+    assert [f.rule for f in fails.parse_findings] == ["json-duplicate-key"]
+    assert L.load_text(ex["passes"]["json"], "p.json").parse_findings == []
