@@ -432,6 +432,10 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
         for r in results:
             if r.format == "deepspeed" and r.consumer:
                 err.write(f"{r.name}: DeepSpeed config, consumer {r.consumer} ({r.consumer_reason})\n")
+            for rel in r.related:
+                if rel.get("consumer"):
+                    err.write(f"{rel['file']}: DeepSpeed config, consumer {rel['consumer']} "
+                              f"({rel.get('consumer_reason', '')})\n")
         err.write(f"{n_err} error(s), {n_warn} warning(s), {n_info} info in {len(results)} file(s)\n")
 
     if input_errors:

@@ -188,7 +188,7 @@ def precision_auto_off(ctx: Context):
     ```
 
     ```json
-    {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}
+    {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}, "fp16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
     ```
 
     Effect: res["plugins"]["deepspeed"]["config"]["bf16"]["enabled"] is False
@@ -196,6 +196,9 @@ def precision_auto_off(ctx: Context):
     j = _json(ctx)
     if j is None or ctx.doc.get(("mixed_precision",)) is not None:
         return
+    explicit_on = [b for b in ("fp16", "bf16") if str(j.get((b, "enabled"))).lower() == "true"]
+    if explicit_on:
+        return  # the other precision is on explicitly: "auto" -> false is what the user wants
     for blk in ("fp16", "bf16"):
         if j.get((blk, "enabled")) == "auto":
             yield ctx.report((blk, "enabled"), f"{blk}.enabled is \"auto\" and the Accelerate config gives no "
