@@ -808,4 +808,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    # A reader that stops early (`... | head`) ends us quietly, like any Unix filter.
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())

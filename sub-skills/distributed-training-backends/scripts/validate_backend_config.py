@@ -5,7 +5,12 @@ Standard library + PyYAML only; never imports accelerate, torch or deepspeed. Ru
 usage, exit codes and input limits; the rules are listed in ../references/validator-rules.md.
 """
 import os
+import signal
 import sys
+
+# A reader that stops early (`... | head`) ends us quietly, like any Unix filter.
+if hasattr(signal, "SIGPIPE"):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
