@@ -54,6 +54,20 @@ def workspace(tmp_path_factory):
     return d
 
 
+def reviewer_set():
+    """The hand-written reviewer configs (tests/validator/reviewer_configs.py)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("reviewer_configs", Path(__file__).with_name("reviewer_configs.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.C
+
+
+@pytest.fixture(scope="session")
+def reviewer():
+    return reviewer_set()
+
+
 def own_rule(rid: str) -> bool:
     return rid.startswith(("acc-", "yaml-", "input-"))
 
@@ -93,6 +107,8 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
         configs.append({"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name})
     for i, (text, name) in enumerate(generated):
         configs.append({"id": f"gen:{i}", "text": text, "name": name, "cwd": str(workspace)})
+    for cid, text, _expect in reviewer_set():
+        configs.append({"id": f"rev:{cid}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
     proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

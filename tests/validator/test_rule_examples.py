@@ -31,6 +31,7 @@ PROBES = {
     and _pl(r, "dynamo")["backend"] == "NO",
     "acc-dynamo-unknown-key": lambda r: _pl(r, "dynamo")["fullgraph"] is False,
     "acc-launch-ignored-key": lambda r: r["args"]["rdzv_backend"] == "static",
+    "acc-block-not-mapping": lambda r: _pl(r, "fsdp")["fsdp_version"] == 1,
     "acc-block-ignored": lambda r: "ACCELERATE_USE_FSDP" not in _env(r) and not _pl(r, "fsdp"),
     "acc-use-cpu-ignored": lambda r: _env(r).get("ACCELERATE_USE_CPU") != "True",
     "acc-multi-cpu-single-process": lambda r: "mpirun" not in (r.get("cmd") or []),

@@ -866,6 +866,88 @@ def block_ignored(ctx):
     return ()
 
 
+BLOCKS = ("deepspeed_config", "fsdp_config", "megatron_lm_config", "dynamo_config", "fp8_config",
+          "parallelism_config", "mpirun_config")
+
+
+def _not_mapping(d, block):
+    b = d.get(block)
+    return block in d and b is not None and not isinstance(b, dict)
+
+
+@rule(id="acc-ds-config-not-mapping", severity="error", family="accelerate",
+      summary="distributed_type DEEPSPEED with a deepspeed_config that is not a mapping (a path, list, ...)",
+      source="accelerate/commands/launch.py::launch_command")
+def ds_config_not_mapping(ctx):
+    """The DeepSpeed launcher calls ``defaults.deepspeed_config.keys()``; a block written as a
+    path (the JSON belongs in ``deepspeed_config_file``), a list or a scalar makes it fail.
+    ``deepspeed_config:`` with nothing after it (null) is fine: it becomes ``{}``.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config: ds_config.json
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds_config.json
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    if not e.sagemaker and e.launcher == "deepspeed" and _not_mapping(d, "deepspeed_config"):
+        v = d["deepspeed_config"]
+        hint = ("nest it: deepspeed_config: {deepspeed_config_file: " + v + "}" if isinstance(v, str) and v
+                else "write the block as a mapping (zero_stage: 2, ...) or leave it empty")
+        ctx.report(("deepspeed_config",), f"deepspeed_config is {fmt(v)} ({type(v).__name__}), not a mapping: "
+                   "the DeepSpeed launcher fails calling .keys() on it", hint)
+    return ()
+
+
+@rule(id="acc-block-not-mapping", severity="warning", family="accelerate",
+      summary="a nested block (fsdp_config, dynamo_config, ...) that is not a mapping is silently skipped",
+      source="accelerate/commands/launch.py::_validate_launch_command")
+def block_not_mapping(ctx):
+    """``_validate_launch_command`` copies a block's keys only when it is a dict; a block written as
+    a string, list or number is skipped without a message, so every setting in it is lost (the
+    plugin runs on launch defaults).
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+    - fsdp_version: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker:
+        return ()
+    d = ctx.doc.data
+    for block in BLOCKS:
+        if block == "deepspeed_config" and e.launcher == "deepspeed":
+            continue  # an error (acc-ds-config-not-mapping)
+        if block == "dynamo_config" and e.dynamo_replaced:
+            continue
+        if _not_mapping(d, block) and d[block] not in ("", [], False, 0):  # empty: nothing is lost
+            v = d[block]
+            ctx.report((block,), f"{block} is {fmt(v)} ({type(v).__name__}), not a mapping: accelerate launch "
+                       "skips it and none of its settings apply",
+                       "write the block as indented key: value lines (no '- ' list items)")
+    return ()
+
+
 @rule(id="acc-use-cpu-ignored", severity="warning", family="accelerate",
       summary="use_cpu: true with a launcher that does not honour it (only --cpu does)",
       source=f"{ULAUNCH}::prepare_multi_gpu_env")

@@ -198,8 +198,12 @@ def number_as_string(ctx):
     """
     for path, info in _plain(ctx):
         if isinstance(ctx.doc.get(path), str) and _NUMBERISH.match(info.raw) and path != ("gpu_ids",):
-            ctx.report(path, f"{info.raw!r} is read as a string by PyYAML (YAML 1.1 number rules)",
-                       "write the number in full (100000000) or as 1.0e+8")
+            raw = info.raw
+            if re.match(r"^[-+]?0\d+$", raw):  # 08, 029500: not octal, so YAML 1.1 leaves a string
+                hint = f"drop the leading zero: {raw[0] if raw[0] in '+-' else ''}{raw.lstrip('+-').lstrip('0') or '0'}"
+            else:
+                hint = "write the number in full (100000000) or with a dot and a signed exponent (1.0e+8)"
+            ctx.report(path, f"{raw!r} is read as a string by PyYAML (YAML 1.1 number rules)", hint)
     return ()
 
 
