@@ -245,4 +245,31 @@ from accelerate.utils import is_tensorboard_available  # noqa: E402
 
 out["tensorboard_available"] = bool(is_tensorboard_available())
 out["tensorboard_dropped"] = filter_trackers(["tensorboard"], logging_dir=str(work)) == []
+
+# What the user sees at Accelerator(...) when requested tracker packages are missing.
+import warnings  # noqa: E402
+
+from accelerate.tracking import GeneralTracker  # noqa: E402
+
+
+class _Null(GeneralTracker):
+    name, requires_logging_directory = "null", False
+
+    def __init__(self):
+        super().__init__()
+
+    @property
+    def tracker(self):
+        return None
+
+
+def tracker_warnings(log_with):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Accelerator(cpu=True, log_with=log_with, project_dir=str(work))
+    return [str(w.message) for w in caught if "tracker" in str(w.message)]
+
+
+out["tracker_warnings_only_missing"] = tracker_warnings("tensorboard")
+out["tracker_warnings_one_left"] = tracker_warnings(["tensorboard", _Null()])
 json.dump(out, sys.stdout)

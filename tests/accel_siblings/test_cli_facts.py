@@ -287,6 +287,17 @@ def test_missing_tracker_package_is_dropped_silently(oracle):
     assert oracle["tensorboard_dropped"] == (not oracle["tensorboard_available"])
 
 
+def test_missing_tracker_warning_as_documented(repo_root, oracle):
+    """trackers.md: a missing package is dropped quietly unless no tracker is left, then one warning."""
+    assert not oracle["tensorboard_available"], "the pinned test environment has no tensorboard"
+    only_missing, one_left = oracle["tracker_warnings_only_missing"], oracle["tracker_warnings_one_left"]
+    assert len(only_missing) == 1 and one_left == []
+    text = " ".join((repo_root / "sub-skills/checkpointing-and-tracking/references/trackers.md").read_text().split())
+    quoted = re.search(r'"`log_with=\.\.\.` (was passed but no supported trackers are currently installed)"', text)
+    assert quoted and quoted.group(1) in only_missing[0]
+    assert "drops tensorboard without a word" in text
+
+
 def test_example_paths_named_in_docs_exist(repo_root):
     for md in docs(repo_root):
         skill_dir = md.parent if md.name == "SKILL.md" else md.parent.parent
