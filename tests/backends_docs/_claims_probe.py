@@ -50,6 +50,9 @@ out["ds_map_default_class"] = re.search(r"optimizer_class = (\w+)\n", msrc).grou
 esrc = inspect.getsource(ds_engine.DeepSpeedEngine._configure_optimizer)
 out["ds_offload_accepted_classes"] = sorted(set(re.findall(r"deepspeed\.ops\.\w+\.(DeepSpeedCPU\w+)", esrc)))
 
+m = re.search(r'compare_versions\("deepspeed", ">=", "([\d.]+)"\) and self\.state\.dynamo_plugin', src)
+out["ds_compile_min_version"] = m.group(1) if m and "engine.compile(" in src else None
+
 # 3. stage 1/2 optimizer: offload config is honoured, NVMe path is not
 z12 = inspect.getsource(ds_z12.DeepSpeedZeroOptimizer.__init__)
 out["ds_z12_reads_nvme_path"] = "nvme_path" in inspect.getsource(ds_z12)

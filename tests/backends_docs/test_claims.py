@@ -84,6 +84,14 @@ def test_default_gradient_clipping(facts):
     assert f"clipped at {fill}" in text(TRB)
 
 
+def test_compile_under_deepspeed_only_from_code(facts):
+    floor = facts["ds_compile_min_version"]
+    assert floor, "Accelerator._prepare_deepspeed no longer calls engine.compile"
+    cells = row(DSF, "`torch.compile`")
+    assert cells[1] == "any; under DeepSpeed only from code"
+    assert f"`engine.compile` (deepspeed >= {floor})" in cells[2]
+
+
 # ------------------------------------------------------------------ launchers
 def test_multinode_deepspeed_command_lines(facts):
     pdsh, nossh, standard = (facts["ds_cmd"][k] for k in ("pdsh", "nossh", "standard"))
