@@ -11,8 +11,10 @@ What runs, per consumer (deepspeed 0.19.8, accelerate 1.15.0, torch CPU build):
 
 * deepspeed - the text is written to a file and given *as a path*, so deepspeed's own
   hjson loader (with its duplicate-key hook) reads it: ``DeepSpeedConfig(path, mpu=...)``
-  (a stub mpu reports ``world_size`` as the data-parallel size), then - when the world size
-  is 1 and no offload needs a JIT-built CPU Adam / AIO op - ``deepspeed.initialize`` on a
+  (a stub mpu reports ``world_size`` as the data-parallel size; deepspeed.comm is initialised
+  first, else DeepSpeedConfig ignores the mpu and uses world size 1), then - when no offload
+  needs a JIT-built CPU Adam / AIO op - ``deepspeed.initialize`` (for world size N > 1: at world
+  size 1 with train_batch_size / N, ZeRO++ hpZ and MiCS shard sizes reset) on a
   tiny ``nn.Linear`` and one forward/backward/step; for ZeRO-3 NVMe offload_param without a path
   ``deepspeed.zero.Init(config_dict_or_path=...)``.
 * accelerate - accelerate's ``DeepSpeedPlugin(hf_ds_config=path)`` (strict ``json.load``,
@@ -49,7 +51,9 @@ import traceback
 
 ENV_PATTERNS = ("not supported on your device", "not been implemented on cpu", "cuda", "nccl", "triton",
                 "no module named", "async_io", "is not available", "jit", "libaio", "cannot find -l",
-                "not implemented for 'cpu'", "cpu backend", "build", "ninja", "please install")
+                "not implemented for 'cpu'", "cpu backend", "build", "ninja", "please install",
+                # MuAdam/MuAdamW/MuSGD: engine.py logs "Install mup" and then uses the unbound name
+                "cannot access local variable 'mu")
 
 
 def _free_port() -> int:
@@ -82,6 +86,10 @@ def _setup():
     # The shared-memory allreduce op is a CPU speed-up that would be JIT-compiled (~2 min);
     # it plays no part in config validation.
     dct.build_shm_op = lambda: None
+    # DeepSpeedConfig reads the rank through deepspeed.comm and falls back to world size 1
+    # (ignoring the mpu) while deepspeed.comm is not initialised - that happened only after the
+    # first deepspeed.initialize, so batch checks at --world-size N depended on job order.
+    deepspeed.init_distributed(dist_backend="gloo")
     for name in ("DeepSpeed", "deepspeed", "accelerate"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     from deepspeed.utils import logger as dslogger
@@ -163,7 +171,7 @@ def _fp16_off(data):
     return d
 
 
-def _accelerate_fill(path_or_dict, preset=None):
+def _accelerate_fill(path_or_dict, preset=None, world=1):
     """DeepSpeedPlugin + set_mixed_precision('no') + the _prepare_deepspeed fill."""
     from accelerate.utils import DeepSpeedPlugin
     plugin = DeepSpeedPlugin(hf_ds_config=path_or_dict)
@@ -178,7 +186,8 @@ def _accelerate_fill(path_or_dict, preset=None):
     if mb is not None:
         kw["train_micro_batch_size_per_gpu"] = mb
         g = plugin.get_value("gradient_accumulation_steps")
-        kw["train_batch_size"] = mb * g * 1 // 1 if not isinstance(mb, str) and not isinstance(g, str) else mb
+        # Accelerator._prepare_deepspeed: micro * grad_acc * num_processes // sp_size
+        kw["train_batch_size"] = mb * g * world // 1 if not isinstance(mb, str) and not isinstance(g, str) else mb
     kw.update({"zero_optimization.reduce_bucket_size": hidden * hidden,
                "zero_optimization.stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
                "zero_optimization.stage3_param_persistence_threshold": 10 * hidden})
@@ -195,7 +204,7 @@ def _accelerate_fill(path_or_dict, preset=None):
     return cfg
 
 
-def _transformers_fill(text):
+def _transformers_fill(text, world=1):
     """Model of HfTrainerDeepSpeedConfig.trainer_config_process/finalize (see module docstring)."""
     data = json.loads(text)
     matched = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size",
@@ -224,7 +233,8 @@ def _transformers_fill(text):
     gas = data.get("gradient_accumulation_steps")
     gas = 1 if gas in (None, "auto") else gas
     fills = {"train_micro_batch_size_per_gpu": mb, "gradient_accumulation_steps": gas,
-             "train_batch_size": mb * gas if not isinstance(mb, str) and not isinstance(gas, str) else mb,
+             # TrainingArguments.world_size * micro * grad_acc
+             "train_batch_size": mb * gas * world if not isinstance(mb, str) and not isinstance(gas, str) else mb,
              "gradient_clipping": 1.0, "optimizer.params.lr": 1e-3, "optimizer.params.betas": [0.9, 0.999],
              "optimizer.params.eps": 1e-8, "optimizer.params.weight_decay": 0.0,
              "scheduler.params.warmup_min_lr": 0, "scheduler.params.warmup_max_lr": 1e-3,
@@ -234,7 +244,7 @@ def _transformers_fill(text):
         d, leaf = node(data, k)
         if d is not None and d.get(leaf) == "auto":
             d[leaf] = v
-    return _accelerate_fill(data)
+    return _accelerate_fill(data, world=world)
 
 
 def run_job(job, torch, deepspeed):
@@ -262,10 +272,10 @@ def _run_job(job, torch, deepspeed):
             try:
                 if consumer == "accelerate":
                     stage = "accelerate"
-                    cfg_input = _accelerate_fill(tmp.name)
+                    cfg_input = _accelerate_fill(tmp.name, world=W)
                 elif consumer == "transformers":
                     stage = "transformers"
-                    cfg_input = _transformers_fill(job["text"])
+                    cfg_input = _transformers_fill(job["text"], world=W)
                 stage = "config"
                 mpu = _Mpu(W) if W != 1 else None
                 cfg = DeepSpeedConfig(cfg_input, mpu=mpu)
@@ -280,8 +290,18 @@ def _run_job(job, torch, deepspeed):
                     res["effect_error"] = _msg(e)
             data = cfg._param_dict
             if W != 1:
-                res["engine"] = "skipped: world size > 1"
-                return res
+                # One process cannot run W ranks: the engine runs the same config at world size 1
+                # with train_batch_size divided by W (the batch equation was checked above at W), so
+                # the engine-time checks (optimizer, ZeRO, precision) still get a verdict.
+                import copy
+                data = copy.deepcopy(dict(data))
+                tbs = data.get("train_batch_size")
+                if isinstance(tbs, int) and not isinstance(tbs, bool):
+                    data["train_batch_size"] = max(tbs // W, 1)
+                for k in ("zero_hpz_partition_size", "mics_shard_size"):
+                    zo = data.get("zero_optimization")
+                    if isinstance(zo, dict) and k in zo:
+                        zo[k] = 1 if k == "zero_hpz_partition_size" else -1
             if _uses_offload(data) and not (cfg.zero_optimization_stage == 3):
                 res["engine"] = "skipped: offload needs a JIT-built CPU Adam"
                 return res
@@ -290,8 +310,8 @@ def _run_job(job, torch, deepspeed):
                 # zero.Init checks the NVMe path before it builds the AIO op (_validate_remote_device)
                 stage = "zero.Init"
                 try:
-                    with deepspeed.zero.Init(config_dict_or_path=cfg_input if isinstance(cfg_input, dict)
-                                             else tmp.name):
+                    with deepspeed.zero.Init(config_dict_or_path=data if W != 1 else cfg_input
+                                             if isinstance(cfg_input, dict) else tmp.name):
                         torch.nn.Linear(4, 4)
                 except BaseException as e:  # noqa: BLE001
                     msg = _msg(e)

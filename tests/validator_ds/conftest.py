@@ -27,6 +27,7 @@ if str(SCRIPTS) not in sys.path:
 
 import ds_edge_cases  # noqa: E402
 import ds_examples  # noqa: E402
+import ds_review_cases  # noqa: E402
 
 
 def ds_rules():
@@ -80,8 +81,45 @@ def ds_oracle(corpus_dir, tmp_path_factory):
         for cons in ("deepspeed", "accelerate", "transformers"):
             jobs.append({"id": f"corpus|{p.name}|{cons}", "text": text, "consumer": cons, "world_size": None})
     jobs += ds_edge_cases.edge_jobs() + mutation_jobs(corpus_dir)
-    jobs += xf_world_jobs()
+    jobs += xf_world_jobs() + review_jobs()
     return {r["id"]: r for r in _run(DS_ORACLE, jobs)}
+
+
+def _pair_world(yaml_text):
+    import yaml
+    y = yaml.safe_load(yaml_text)
+    return int(y.get("num_processes", 1)) * int(y.get("num_machines", 1))
+
+
+def review_jobs():
+    """ds_review_cases: every standalone config with its consumer and world size, and the JSON of
+    every YAML pair as Accelerate feeds it to deepspeed at the YAML's world size."""
+    jobs = [{"id": f"review|{i}", "text": t, "consumer": c, "world_size": w}
+            for i, t, c, w in ds_review_cases.STANDALONE]
+    jobs += [{"id": f"reviewpair|{i}", "text": j, "consumer": "accelerate", "world_size": _pair_world(y)}
+             for i, y, j, _n, _w in ds_review_cases.PAIRS if j is not None]
+    return jobs
+
+
+@pytest.fixture(scope="session")
+def review_pairs(tmp_path_factory):
+    """{id: (launch_dir, yaml_path)} for ds_review_cases.PAIRS written to disk."""
+    out = {}
+    for i, y, j, name, where in ds_review_cases.PAIRS:
+        launch = tmp_path_factory.mktemp(f"review-{i}")
+        ydir = launch / "cfg" if where == "yamldir" else launch
+        ydir.mkdir(exist_ok=True)
+        (ydir / "config.yaml").write_text(y, encoding="utf-8")
+        if j is not None:
+            (ydir / name).write_text(j, encoding="utf-8")
+        out[i] = (launch, ydir / "config.yaml")
+    return out
+
+
+@pytest.fixture(scope="session")
+def review_acc_oracle(review_pairs):
+    items = [{"id": i, "path": str(y), "name": "config.yaml", "cwd": str(d)} for i, (d, y) in review_pairs.items()]
+    return {r["id"]: r for r in _run(ACC_ORACLE, {"configs": items})["results"]}
 
 
 def mutation_jobs(corpus_dir):

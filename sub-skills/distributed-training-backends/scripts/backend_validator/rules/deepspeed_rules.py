@@ -439,6 +439,14 @@ def invalid_value(ctx: Context):
     if "wall_clock_breakdown" in ctx.doc.data and not isinstance(wcb, (bool, int)):
         yield ctx.report(("wall_clock_breakdown",), f"'wall_clock_breakdown' must be true/false, got {wcb!r} "
                          "(TypeError: it is or-ed with flops_profiler.enabled)", "write true or false")
+    # DeepSpeedConfig._initialize_params: wall_clock_breakdown | flops_profiler_config.enabled, the
+    # latter read with get_scalar_param - a string (even "false"), float or null raises TypeError
+    fpb = ctx.doc.get(("flops_profiler",))
+    if isinstance(fpb, dict) and "enabled" in fpb and not isinstance(fpb["enabled"], (bool, int)) \
+            and not (fpb["enabled"] == "auto" and ctx.consumer != "deepspeed"):
+        yield ctx.report(("flops_profiler", "enabled"), f"'flops_profiler.enabled' must be true/false, got "
+                         f"{fpb['enabled']!r} (TypeError: deepspeed or-s it with wall_clock_breakdown)",
+                         "write true or false without quotes")
     for k, kind in (("gradient_clipping", "number"), ("gradient_predivide_factor", "number"),
                     ("steps_per_print", "number")):
         v = ctx.doc.get((k,))
@@ -505,6 +513,8 @@ def bool_string(ctx: Context):
         if not isinstance(b, dict):
             continue
         for k, v in b.items():
+            if (blk, k) == ("flops_profiler", "enabled"):
+                continue  # any non-bool here is a TypeError (ds-invalid-value)
             if isinstance(v, str) and D.as_bool(v) is False and v.lower() in ("false", "no", "off"):
                 yield ctx.report((blk, k), f"'{blk}.{k}' is the string {v!r}; this block is read with dict.get, "
                                  "so any non-empty string counts as true", "write false without quotes")
@@ -552,9 +562,19 @@ def unknown_key(ctx: Context):
             continue
         for k in b:
             if k not in keys:
+                new = _LENIENT_RENAMED.get((blk, k))
+                if new:
+                    yield ctx.report((blk, k), f"'{blk}.{k}' is not read by deepspeed (silently ignored)",
+                                     f"{k!r} is the old name: rename it to {new!r}")
+                    continue
                 cand = did_you_mean(k, keys)
                 yield ctx.report((blk, k), f"'{blk}.{k}' is not read by deepspeed (silently ignored)",
                                  f"did you mean {cand!r}?" if cand else f"known keys: {', '.join(keys)}")
+
+
+# old key names still found in published configs; deepspeed/runtime/swap_tensor/aio_config.py
+# reads only AIO_INTRA_OP_PARALLELISM ("intra_op_parallelism") since the aio handle rework
+_LENIENT_RENAMED = {("aio", "thread_count"): "intra_op_parallelism"}
 
 
 # ---------------------------------------------------------------- "auto"
