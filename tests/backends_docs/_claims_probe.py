@@ -41,6 +41,12 @@ p.deepspeed_config_process(must_match=False, gradient_clipping=out["ds_prepare_c
                            train_batch_size=8, train_micro_batch_size_per_gpu=4)
 out["ds_clipping_after_fill"] = p.deepspeed_config["gradient_clipping"]
 
+# 1b. a DeepSpeed JSON without gradient_accumulation_steps, and who wins at prepare
+out["ds_json_missing_gas"] = DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 2}}).deepspeed_config[
+    "gradient_accumulation_steps"]
+out["ds_prepare_prefers_json_gas"] = ("self.gradient_accumulation_steps = deepspeed_gradient_accumulation_steps" in src
+                                      and "Gradient accumulation steps mismatch" in src)
+
 # 2. optimizer offload with a torch optimizer: swapped, and which hyper-parameters survive
 out["ds_prepare_maps_optimizer"] = ("map_pytorch_optim_to_deepspeed(optimizer)" in src
                                     and 'get("zero_force_ds_cpu_optimizer", True)' in src)

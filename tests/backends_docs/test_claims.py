@@ -84,6 +84,15 @@ def test_default_gradient_clipping(facts):
     assert f"clipped at {fill}" in text(TRB)
 
 
+def test_json_without_accumulation_key_overrides_accelerator(facts):
+    assert facts["ds_prepare_prefers_json_gas"]
+    n = facts["ds_json_missing_gas"]
+    ga = D.REPO / "sub-skills" / "training-loop-integration" / "references" / "gradient-accumulation.md"
+    t = re.sub(r"\s+", " ", text(ga))
+    assert f"A JSON **without** the key counts as {n}" in t and f"silently reduced to {n}" in t
+    assert '"gradient_accumulation_steps": "auto"' in t
+
+
 def test_compile_under_deepspeed_only_from_code(facts):
     floor = facts["ds_compile_min_version"]
     assert floor, "Accelerator._prepare_deepspeed no longer calls engine.compile"
