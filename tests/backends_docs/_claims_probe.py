@@ -126,6 +126,36 @@ def ds_cmd(launcher):
 
 out["ds_cmd"] = {name: ds_cmd(name) for name in ("pdsh", "nossh", "standard")}
 
+# 7b. a busy rendezvous port on one machine and on the main node of two
+import socket  # noqa: E402
+
+
+def busy_port(num_machines):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        args = launch_command_parser().parse_args([
+            "--multi_gpu", "--num_processes", "2", "--num_machines", str(num_machines), "--machine_rank", "0",
+            "--main_process_ip", "127.0.0.1", "--main_process_port", str(port), "--mixed_precision", "no",
+            "--dynamo_backend", "no", "train.py"])
+        saved = dict(os.environ)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                _validate_launch_command(args)
+                L.prepare_multi_gpu_env(args)
+            return {"standalone": bool(getattr(args, "standalone", False)),
+                    "warning": any("already in use" in str(w.message) for w in caught)}
+        except ConnectionError:
+            return "ConnectionError"
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+out["busy_port"] = {"one_machine": busy_port(1), "two_machines": busy_port(2)}
+
 # 8. FSDP2 and forward_prefetch given in code (even False)
 try:
     FullyShardedDataParallelPlugin(fsdp_version=2, forward_prefetch=False)
