@@ -24,7 +24,9 @@ Stages, in the order accelerate runs them:
   deepspeed DeepSpeed's ZeRO config model (deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig)
             on the ZeRO block accelerate generates when no deepspeed_config_file is used
   torchrun  torch/distributed/run.py::config_from_args on the arguments accelerate hands to torchrun
-            (parsing and LaunchConfig only; nothing is started)
+            (parsing and LaunchConfig only; nothing is started), then the WorkerSpec that
+            torch/distributed/launcher/api.py::launch_agent builds from it (its __post_init__ refuses
+            nproc_per_node <= 0, e.g. num_processes 0 or fewer processes than machines)
   deepspeed-runner  for multi-node DeepSpeed: the `deepspeed ...` command accelerate builds, parsed
             by deepspeed/launcher/runner.py::parse_args, and runner.main's launcher-name dispatch
             (emulated by name; no runner is started)
@@ -409,7 +411,16 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 targs = ulaunch._filter_args(args, distrib_run.get_args_parser(),
                                              ["--training_script", args.training_script,
                                               "--training_script_args", args.training_script_args])
-                distrib_run.config_from_args(targs)
+                config, cmd_, cmd_args_ = distrib_run.config_from_args(targs)
+                # launch_agent's first check on the launch config: torch's own WorkerSpec.__post_init__
+                # (local_world_size > 0), built without a rendezvous handler; nothing is started
+                from torch.distributed.elastic.agent.server.api import WorkerSpec
+                try:
+                    WorkerSpec(role=config.role, local_world_size=config.nproc_per_node, rdzv_handler=None,
+                               entrypoint=cmd_, args=tuple(cmd_args_))
+                except AssertionError:
+                    raise AssertionError(f"WorkerSpec refuses local_world_size={config.nproc_per_node} "
+                                         "(torch launch_agent: no worker would start)") from None
             except Exception as e:  # noqa: BLE001
                 raise Stop("torchrun", e)
 

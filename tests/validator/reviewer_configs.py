@@ -1102,3 +1102,449 @@ num_processes: 4
 use_cpu: true
 mpirun_config: /etc/mpi/hostfile
 """, "warn:acc-block-not-mapping")
+
+# ------------------------------------------------------------------ third round: subtler mistakes
+add("r3-fsdp-min-params-float", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_auto_wrap_policy: SIZE_BASED_WRAP
+  fsdp_min_num_params: 1.0e+8
+""", "?")
+add("r3-fsdp-version-string", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_version: '2'
+  fsdp_reshard_after_forward: true
+""", "ok")
+add("r3-fsdp1-ram-no-sync", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_version: 1
+  fsdp_cpu_ram_efficient_loading: true
+  fsdp_sync_module_states: false
+""", "err:acc-fsdp-ram-efficient-needs-sync")
+add("r3-fsdp-block-under-multigpu", """
+distributed_type: MULTI_GPU
+num_processes: 2
+fsdp_config:
+  fsdp_version: 2
+  fsdp_offload_params: true
+""", "warn:acc-block-ignored")
+add("r3-fsdp-cls-spaces", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_version: 2
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer, LlamaMLP
+""", "warn:acc-fsdp-cls-to-wrap-spaces")
+add("r3-fsdp-offload-quoted-true", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_offload_params: 'True'
+  fsdp_use_orig_params: 'false'
+""", "ok")
+add("r3-fsdp-strategy-hybrid-int", """
+distributed_type: FSDP
+num_processes: 8
+fsdp_config:
+  fsdp_version: 1
+  fsdp_sharding_strategy: 6
+""", "err:acc-fsdp-sharding-strategy-invalid")
+add("r3-fsdp-ac-offload-no-version", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_activation_checkpointing: true
+  fsdp_activation_checkpointing_offload: true
+""", "err:acc-fsdp-ac-offload-requires-fsdp2")
+add("r3-ds-clip-auto", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  zero_stage: 2
+  gradient_clipping: auto
+""", "?")
+add("r3-ds-stage-string", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  zero_stage: '2'
+""", "ok")
+add("r3-ds-offload-upper", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  zero_stage: 3
+  offload_optimizer_device: CPU
+""", "?")
+add("r3-ds-launcher-mpich", """
+distributed_type: DEEPSPEED
+num_machines: 2
+num_processes: 16
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+deepspeed_config:
+  deepspeed_hostfile: hostfile
+  deepspeed_multinode_launcher: mpich
+  zero_stage: 2
+""", "ok")
+add("r3-ds-launcher-upper", """
+distributed_type: DEEPSPEED
+num_machines: 2
+num_processes: 16
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+deepspeed_config:
+  deepspeed_hostfile: hostfile
+  deepspeed_multinode_launcher: OpenMPI
+  zero_stage: 2
+""", "?")
+add("r3-ds-moe", """
+distributed_type: DEEPSPEED
+num_processes: 8
+mixed_precision: bf16
+deepspeed_config:
+  zero_stage: 3
+  deepspeed_moe_layer_cls_names: MixtralSparseMoeBlock
+  zero3_init_flag: true
+""", "ok")
+add("r3-ds-stage0-offload", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  zero_stage: 0
+  offload_optimizer_device: cpu
+""", "?")
+add("r3-ds-file-mp-no", """
+distributed_type: DEEPSPEED
+num_processes: 2
+mixed_precision: 'no'
+deepspeed_config:
+  deepspeed_config_file: ds_config.json
+""", "err:acc-ds-config-file-conflict")
+add("r3-ds-file-missing", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  deepspeed_config_file: /nonexistent/ds.json
+""", "?")
+add("r3-mp-fp8-no-block", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: fp8
+""", "ok")
+add("r3-mp-fp8-multi-cpu", """
+distributed_type: MULTI_CPU
+num_processes: 1
+use_cpu: true
+mixed_precision: fp8
+""", "?")
+add("r3-fp8-backend-no", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: 'NO'
+""", "?")
+add("r3-fp8-backend-unquoted-no", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: NO
+""", "?")
+add("r3-fp8-msamp-o3", """
+distributed_type: DEEPSPEED
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: MSAMP
+  opt_level: O3
+deepspeed_config:
+  zero_stage: 1
+""", "err:acc-fp8-msamp-opt-level")
+add("r3-fp8-te-margin-str", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: TE
+  margin: one
+""", "err:acc-fp8-te-value-invalid")
+add("r3-fp8-ao-pad-word", """
+distributed_type: FSDP
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: AO
+  pad_inner_dim: sometimes
+fsdp_config:
+  fsdp_version: 2
+  fsdp_cpu_ram_efficient_loading: false
+""", "err:acc-fp8-ao-value-invalid")
+add("r3-dynamo-torch-compile", """
+distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: torch_compile
+""", "err:acc-invalid-dynamo-backend")
+add("r3-dynamo-no-with-mode", """
+distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: 'NO'
+  dynamo_mode: default
+""", "ok")
+add("r3-dynamo-fullgraph-word", """
+distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: INDUCTOR
+  dynamo_use_fullgraph: sure
+""", "err:acc-dynamo-bool-value")
+add("r3-dynamo-mode-no-cudagraphs", """
+distributed_type: 'NO'
+num_processes: 1
+dynamo_config:
+  dynamo_backend: INDUCTOR
+  dynamo_mode: max-autotune-no-cudagraphs
+""", "ok")
+add("r3-dynamo-mode-other-backend", """
+distributed_type: 'NO'
+num_processes: 1
+dynamo_config:
+  dynamo_backend: EAGER
+  dynamo_mode: turbo
+""", "?")
+add("r3-megatron-clip-none", """
+distributed_type: MEGATRON_LM
+num_processes: 4
+megatron_lm_config:
+  megatron_lm_tp_degree: 2
+  megatron_lm_gradient_clipping: none
+""", "?")
+add("r3-megatron-sp-word", """
+distributed_type: MEGATRON_LM
+num_processes: 4
+megatron_lm_config:
+  megatron_lm_tp_degree: 2
+  megatron_lm_sequence_parallelism: enabled
+""", "?")
+add("r3-parallelism-ds-tp", """
+distributed_type: DEEPSPEED
+num_processes: 4
+deepspeed_config:
+  zero_stage: 2
+parallelism_config:
+  parallelism_config_tp_size: 2
+  parallelism_config_dp_shard_size: 2
+""", "?")
+add("r3-parallelism-multigpu-ddp-tp", """
+distributed_type: MULTI_GPU
+num_processes: 4
+parallelism_config:
+  parallelism_config_dp_replicate_size: 2
+  parallelism_config_tp_size: 2
+""", "?")
+add("r3-parallelism-sp-backend-ulysses", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  zero_stage: 3
+parallelism_config:
+  parallelism_config_sp_backend: ulysses
+  parallelism_config_sp_size: 2
+""", "err:acc-parallelism-backend-invalid")
+add("r3-parallelism-size-string", """
+distributed_type: FSDP
+num_processes: 4
+fsdp_config:
+  fsdp_version: 2
+parallelism_config:
+  parallelism_config_dp_shard_size: '4'
+""", "?")
+add("r3-parallelism-multinode", """
+distributed_type: FSDP
+num_machines: 2
+num_processes: 16
+machine_rank: 0
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+fsdp_config:
+  fsdp_version: 2
+parallelism_config:
+  parallelism_config_dp_replicate_size: 2
+  parallelism_config_dp_shard_size: 4
+  parallelism_config_tp_size: 2
+""", "ok")
+add("r3-machine-rank-too-big", """
+distributed_type: MULTI_GPU
+num_machines: 2
+num_processes: 16
+machine_rank: 2
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+""", "warn:acc-machine-rank-out-of-range")
+add("r3-num-processes-zero", """
+distributed_type: MULTI_GPU
+num_processes: 0
+""", "err:acc-no-worker-processes")
+add("r3-num-processes-minus-one", """
+distributed_type: MULTI_GPU
+num_processes: -1
+""", "err:acc-num-processes-required")
+add("r3-num-machines-zero", """
+distributed_type: MULTI_GPU
+num_machines: 0
+num_processes: 2
+""", "?")
+add("r3-port-quoted", """
+distributed_type: MULTI_GPU
+num_machines: 2
+num_processes: 16
+main_process_ip: 10.0.0.1
+main_process_port: '29500'
+""", "?")
+add("r3-gpu-ids-spaces", """
+distributed_type: MULTI_GPU
+num_processes: 2
+gpu_ids: 0, 1
+""", "?")
+add("r3-gpu-ids-fewer", """
+distributed_type: MULTI_GPU
+num_processes: 4
+gpu_ids: 0,1
+""", "warn:acc-gpu-ids-fewer-than-processes")
+add("r3-key-trailing-space", """
+distributed_type: MULTI_GPU
+"num_processes ": 2
+""", "err:acc-unknown-top-level-key")
+add("r3-key-uppercase", """
+Distributed_Type: FSDP
+num_processes: 2
+""", "err")
+add("r3-dt-trailing-space-quoted", """
+distributed_type: "FSDP "
+num_processes: 2
+""", "err:acc-invalid-distributed-type")
+add("r3-mp-trailing-space-quoted", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: 'bf16 '
+""", "?")
+add("r3-alias-scalar", """
+distributed_type: FSDP
+num_processes: &n 4
+fsdp_config:
+  fsdp_version: 2
+parallelism_config:
+  parallelism_config_dp_shard_size: *n
+""", "ok")
+add("r3-null-dt", """
+distributed_type:
+num_processes: 1
+""", "?")
+add("r3-sagemaker", """
+compute_environment: AMAZON_SAGEMAKER
+distributed_type: DATA_PARALLEL
+ec2_instance_type: ml.p3.16xlarge
+iam_role_name: accelerate_sagemaker_execution_role
+mixed_precision: fp16
+num_machines: 1
+profile: default
+region: us-east-1
+sagemaker_inputs_file: inputs.tsv
+use_cpu: false
+""", "?")
+add("r3-sagemaker-missing-role", """
+compute_environment: AMAZON_SAGEMAKER
+distributed_type: 'NO'
+ec2_instance_type: ml.p3.2xlarge
+mixed_precision: 'no'
+""", "err")
+add("r3-tpu-cluster", """
+distributed_type: XLA
+num_processes: 8
+tpu_use_cluster: true
+tpu_name: my-pod
+tpu_zone: us-central2-b
+commands:
+- pip install accelerate
+downcast_bf16: 'no'
+""", "?")
+add("r3-tpu-bf16-downcast", """
+distributed_type: XLA
+num_processes: 8
+mixed_precision: bf16
+downcast_bf16: true
+""", "ok")
+add("r3-use-cpu-multigpu", """
+distributed_type: MULTI_GPU
+num_processes: 2
+use_cpu: true
+""", "warn:acc-use-cpu-ignored")
+add("r3-debug-true", """
+distributed_type: MULTI_GPU
+num_processes: 2
+debug: true
+enable_cpu_affinity: true
+""", "?")
+add("r3-megatron-with-fsdp-block", """
+distributed_type: MEGATRON_LM
+num_processes: 4
+megatron_lm_config:
+  megatron_lm_tp_degree: 2
+fsdp_config:
+  fsdp_version: 2
+""", "warn:acc-block-ignored")
+add("r3-multi-gpu-single-proc-all", """
+distributed_type: MULTI_GPU
+num_processes: 1
+gpu_ids: all
+""", "?")
+add("r3-no-with-num-processes-4", """
+distributed_type: 'NO'
+num_processes: 4
+""", "warn:acc-num-processes-ignored")
+add("r4-fewer-processes-than-machines", """
+distributed_type: FSDP
+num_machines: 2
+num_processes: 1
+machine_rank: 0
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+fsdp_config:
+  fsdp_version: 2
+""", "err:acc-no-worker-processes")
+add("r4-ds-standard-zero-per-node", """
+distributed_type: DEEPSPEED
+num_machines: 4
+num_processes: 2
+machine_rank: 0
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+deepspeed_config:
+  deepspeed_multinode_launcher: standard
+  zero_stage: 2
+""", "err:acc-no-worker-processes")
+add("r4-cls-spaces-size-wrap", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_auto_wrap_policy: SIZE_BASED_WRAP
+  fsdp_min_num_params: 1000000
+  fsdp_transformer_layer_cls_to_wrap: GPT2Block, GPT2MLP
+""", "ok")
+add("r4-machine-rank-negative", """
+distributed_type: MULTI_GPU
+num_machines: 2
+num_processes: 16
+machine_rank: -1
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+""", "?")

@@ -32,6 +32,10 @@ PROBES = {
     "acc-dynamo-unknown-key": lambda r: _pl(r, "dynamo")["fullgraph"] is False,
     "acc-launch-ignored-key": lambda r: r["args"]["rdzv_backend"] == "static",
     "acc-block-not-mapping": lambda r: _pl(r, "fsdp")["fsdp_version"] == 1,
+    "acc-fsdp-cls-to-wrap-spaces": lambda r: " LlamaMLP" in _pl(r, "fsdp")["transformer_cls_names_to_wrap"],
+    "acc-machine-rank-out-of-range": lambda r: int(r["args"]["node_rank"]) >= int(r["args"]["nnodes"]),
+    "acc-num-processes-ignored": lambda r: r.get("launcher") == "simple" and "torchrun" not in str(r.get("cmd"))
+    and len(r.get("cmd") or []) == 2,
     "acc-block-ignored": lambda r: "ACCELERATE_USE_FSDP" not in _env(r) and not _pl(r, "fsdp"),
     "acc-use-cpu-ignored": lambda r: _env(r).get("ACCELERATE_USE_CPU") != "True",
     "acc-multi-cpu-single-process": lambda r: "mpirun" not in (r.get("cmd") or []),

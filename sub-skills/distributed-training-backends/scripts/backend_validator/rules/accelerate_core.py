@@ -1248,10 +1248,127 @@ def not_divisible(ctx):
     if not _gpu_launcher(e) or n is None or not e.multi_machine():
         return ()
     nm = e.num_machines
-    if n % nm:
+    if n % nm and n // nm > 0:  # 0 per machine is an error (acc-no-worker-processes)
         ctx.report(("num_processes",), f"num_processes {n} is not a multiple of num_machines {nm}: "
                    f"{n // nm} per machine start, {(n // nm) * nm} in total",
                    "num_processes is the total over all machines: use a multiple of num_machines")
+    return ()
+
+
+def _torchrun_path(e):
+    """True when accelerate hands the run to torch.distributed.run (torchrun launcher, or DeepSpeed on
+    one machine / with the 'standard' multi-node launcher)."""
+    if e.launcher == "torchrun":
+        return True
+    return e.launcher == "deepspeed" and (not e.multi_machine()
+                                          or e.get("deepspeed_multinode_launcher", "pdsh") == "standard")
+
+
+@rule(id="acc-no-worker-processes", severity="error", family="accelerate",
+      summary="torchrun would start no worker per machine (num_processes 0 or negative, or fewer than num_machines)",
+      source="torch/distributed/launcher/api.py::launch_agent")
+def no_workers(ctx):
+    """torchrun gets ``--nproc_per_node num_processes // num_machines``; torch's ``WorkerSpec``
+    refuses a local world size of 0 or less before anything starts. ``num_processes`` is the
+    total over all machines, so 1 process on 2 machines is 0 per machine.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 0
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker or not _torchrun_path(e):
+        return ()
+    n = e.world_size()
+    if n is None or n == -1:
+        return ()  # not an integer (acc-int-value) or -1 (acc-num-processes-required)
+    nm = e.num_machines if e.multi_machine() else 1
+    per = n // int(nm) if isinstance(nm, (int, float)) else n
+    if per <= 0:
+        where = f" over {int(nm)} machines" if nm != 1 else ""
+        ctx.report(("num_processes",), f"num_processes {n}{where} gives torchrun --nproc_per_node {per}: "
+                   "torch refuses to start with no worker per machine",
+                   "num_processes is the total over all machines: use at least one per machine "
+                   f"(e.g. {max(1, int(nm)) * 8} for 8 GPUs on each of {max(1, int(nm))} machines)")
+    return ()
+
+
+@rule(id="acc-machine-rank-out-of-range", severity="warning", family="accelerate",
+      summary="machine_rank is not in 0 .. num_machines-1 (the rendezvous can never complete)",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def machine_rank_range(ctx):
+    """``machine_rank`` is passed on as torchrun's ``--node_rank`` (``MACHINE_RANK`` for the simple
+    launcher) without a range check; ranks are 0-based, so the last of N machines is N-1. A rank
+    outside the range waits for peers that never come (or collides with another machine).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 2
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 1
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    r = d.get("machine_rank")
+    if e.sagemaker or not e.multi_machine() or isinstance(r, bool) or not isinstance(r, int):
+        return ()
+    nm = e.num_machines
+    if r < 0 or r >= nm:
+        ctx.report(("machine_rank",), f"machine_rank {r} is outside 0..{int(nm) - 1} for num_machines {fmt(nm)} "
+                   "(ranks are 0-based): this machine never joins a complete rendezvous",
+                   "use 0 on the main machine and " + ("1 on the other" if int(nm) == 2 else
+                                                       f"1..{int(nm) - 1} on the others") + " (one config per machine)")
+    return ()
+
+
+@rule(id="acc-num-processes-ignored", severity="warning", family="accelerate",
+      summary="distributed_type 'NO' with num_processes > 1: the simple launcher starts one process",
+      source="accelerate/commands/launch.py::launch_command")
+def num_processes_ignored(ctx):
+    """With ``distributed_type: 'NO'`` (or an unquoted NO read as false) ``launch_command`` picks the
+    simple launcher, which runs ``python script.py`` once; ``num_processes`` is never used.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 4
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    n = d.get("num_processes")
+    if e.sagemaker or e.launcher != "simple" or d.get("distributed_type") == "MULTI_CPU" or e.multi_machine():
+        return ()
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        ctx.report(("num_processes",), f"num_processes {n} is ignored with distributed_type {fmt(e.dt)}: "
+                   "accelerate launch starts a single process",
+                   "use distributed_type: MULTI_GPU (or FSDP / DEEPSPEED) for several processes, "
+                   "or set num_processes: 1")
     return ()
 
 

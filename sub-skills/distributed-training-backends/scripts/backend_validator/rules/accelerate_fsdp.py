@@ -606,3 +606,43 @@ def cls_to_wrap_list(ctx):
                    f"list; the plugin receives the text {fmt(str(v))} as class names",
                    f"write a comma-separated string: {names}")
     return ()
+
+
+
+@rule(id="acc-fsdp-cls-to-wrap-spaces", severity="warning", family="accelerate",
+      summary="fsdp_transformer_layer_cls_to_wrap with spaces around the commas (kept in the class names)",
+      source="accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.__post_init__")
+def cls_to_wrap_spaces(ctx):
+    """The plugin splits the exported text on ``,`` without stripping, so ``A, B`` wraps ``A`` and
+    `` B``; no module is named `` B`` and ``prepare()`` stops with "Could not find the transformer
+    layer class" (``utils/fsdp_utils.py::fsdp2_prepare_auto_wrap_policy``, the FSDP1 policy alike).
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+      fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer, LlamaMLP
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+      fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer,LlamaMLP
+    ```
+    """
+    e = _fsdp(ctx)
+    v = e.get("fsdp_transformer_layer_cls_to_wrap") if e else None
+    pol = e.fsdp_get("fsdp_auto_wrap_policy") if e else None
+    if not (isinstance(pol, str) and pol.upper() == "TRANSFORMER_BASED_WRAP"):
+        return ()  # the class names are read only by the transformer-based policy
+    if isinstance(v, str) and any(p != p.strip() for p in v.split(",")):
+        fixed = ",".join(p.strip() for p in v.split(",") if p.strip())
+        ctx.report(e.path("fsdp_transformer_layer_cls_to_wrap"), f"fsdp_transformer_layer_cls_to_wrap {fmt(v)} "
+                   "has spaces around a class name; the plugin keeps them and will not find "
+                   f"{fmt([p for p in v.split(',') if p != p.strip()][0])} in the model",
+                   f"write it without spaces: {fixed}")
+    return ()
