@@ -272,4 +272,34 @@ def tracker_warnings(log_with):
 
 out["tracker_warnings_only_missing"] = tracker_warnings("tensorboard")
 out["tracker_warnings_one_left"] = tracker_warnings(["tensorboard", _Null()])
+# 8. Automatic checkpoint naming when `iteration` is not advanced after a resume.
+import shutil  # noqa: E402
+
+import torch  # noqa: E402
+
+from accelerate.utils import ProjectConfiguration  # noqa: E402
+
+
+def stale_iteration(total_limit):
+    root = work / f"ckpt_{total_limit}"
+    shutil.rmtree(root, ignore_errors=True)
+    acc = Accelerator(cpu=True, project_config=ProjectConfiguration(
+        project_dir=str(root), automatic_checkpoint_naming=True, total_limit=total_limit))
+    acc.prepare(torch.nn.Linear(2, 2))
+    acc.save_state()
+    acc.save_state()
+    acc.project_configuration.iteration = 0  # what a fresh process starts with
+    acc.load_state()
+    steps = []
+    for _ in range(2):
+        try:
+            acc.save_state()
+            steps.append(["ok", sorted(os.listdir(root / "checkpoints"))])
+        except ValueError as e:
+            steps.append([str(e).split(" (")[0].split("/")[-1] + ": " + str(e).split(") ")[1][:14],
+                          sorted(os.listdir(root / "checkpoints"))])
+    return steps
+
+
+out["stale_iteration"] = {"none": stale_iteration(None), "2": stale_iteration(2)}
 json.dump(out, sys.stdout)

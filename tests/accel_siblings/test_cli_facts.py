@@ -334,3 +334,14 @@ def test_console_scripts_as_documented(repo_root):
     text = (repo_root / "sub-skills/configuration-and-cli/references/commands.md").read_text()
     line = text.split("Console scripts installed by the wheel:", 1)[1].split("\n\n", 1)[0]
     assert sorted(re.findall(r"`([\w-]+)`", line)) == scripts
+
+
+def test_stale_iteration_trap_as_documented(repo_root, oracle):
+    """checkpointing.md: without total_limit the next save raises; with it, pruning comes first."""
+    none, limited = oracle["stale_iteration"]["none"], oracle["stale_iteration"]["2"]
+    assert none[0][0].endswith("already exists"), none
+    assert limited[0] == ["ok", ["checkpoint_0", "checkpoint_1"]], limited
+    assert limited[1][0].endswith("already exists") and limited[1][1] == ["checkpoint_1"], limited
+    text = " ".join((repo_root / "sub-skills/checkpointing-and-tracking/references/checkpointing.md").read_text().split())
+    assert "pruning runs **before** that check" in text
+    assert "leaving only `checkpoint_1`" in text

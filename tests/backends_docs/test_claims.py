@@ -120,7 +120,7 @@ def test_busy_port_behaviour(facts):
     one, two = facts["busy_port"]["one_machine"], facts["busy_port"]["two_machines"]
     assert one == {"standalone": True, "warning": True} and two == "ConnectionError"
     cell = row(CLI / "commands.md", "`--main_process_port`")[2]
-    assert "switches torchrun to `--standalone`" in cell and "raises `ConnectionError`" in cell
+    assert "switches torchrun to standalone mode" in cell and "raises `ConnectionError`" in cell
     cpu = re.sub(r"\s+", " ", text(CLI / "cpu-multiprocess.md"))
     assert "standalone mode on a free port" in cpu and "the default 29500 collides" not in cpu
     assert "port busy with several machines" in text(TRB)
