@@ -107,8 +107,8 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
         configs.append({"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name})
     for i, (text, name) in enumerate(generated):
         configs.append({"id": f"gen:{i}", "text": text, "name": name, "cwd": str(workspace)})
-    for cid, text, _expect in reviewer_set():
-        configs.append({"id": f"rev:{cid}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
+    for cid, text, _expect, name in reviewer_set():
+        configs.append({"id": f"rev:{cid}", "text": text, "name": name, "cwd": str(workspace)})
     proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

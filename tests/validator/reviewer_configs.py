@@ -2,7 +2,7 @@
 accelerate 1.15.0's source (commands/config/*.py, commands/launch.py, utils/launch.py,
 utils/dataclasses.py, parallelism_config.py) and from configs in accelerate's docs/examples.
 
-Each entry: (id, yaml_text, expectation). The expectation is what a reviewer predicts; the test
+Each entry: (id, text, expectation, file name - config.yaml or config.json). The expectation is what a reviewer predicts; the test
 never trusts it for the verdict (the oracle decides), it only uses:
   "ok"            no validator error and accelerate accepts (checked against the oracle anyway)
   "err"           accelerate rejects (oracle) and the validator reports an error
@@ -14,8 +14,8 @@ from __future__ import annotations
 C = []
 
 
-def add(cid, text, expect):
-    C.append((cid, text.lstrip("\n"), expect))
+def add(cid, text, expect, name="config.yaml"):
+    C.append((cid, text.lstrip("\n"), expect, name))
 
 
 # ------------------------------------------------------------------ valid: every kind
@@ -1548,3 +1548,86 @@ machine_rank: -1
 main_process_ip: 10.0.0.1
 main_process_port: 29500
 """, "?")
+
+# ------------------------------------------------------------------ round 5: patterns seen in public repositories
+add("r5-blog-fsdp-wrong-policy", """
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_LAYER
+  fsdp_transformer_layer_cls_to_wrap: [GemmaDecoderLayer]
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+  fsdp_sharding_strategy: FULL_SHARD
+  fsdp_offload_params: false
+  fsdp_cpu_ram_efficiency_effort: 1
+""", "err:acc-fsdp-auto-wrap-policy-invalid")
+add("r5-ds-with-leftover-fsdp", """
+compute_environment: LOCAL_MACHINE
+distributed_type: DEEPSPEED
+num_processes: 8
+downcast_bf16: 'no'
+deepspeed_config:
+  zero_stage: 2
+fsdp_config:
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_backward_prefetch: BACKWARD_PRE
+  fsdp_forward_prefetch: FALSE
+  fsdp_offload_params: false
+  fsdp_sharding_strategy: 1
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+  fsdp_sync_module_states: true
+  fsdp_transformer_layer_cls_to_wrap: []
+""", "warn:acc-block-ignored")
+add("r5-trainer-style-lowercase", """
+distributed_type: FSDP
+num_processes: 4
+fsdp_config:
+  fsdp_backward_prefetch: backward_pre
+  fsdp_state_dict_type: full_state_dict
+  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+""", "?")
+add("r5-trainer-fsdp-key", """
+distributed_type: FSDP
+num_processes: 4
+fsdp: full_shard auto_wrap
+""", "err:acc-unknown-top-level-key")
+add("json-multi-gpu", """{
+  "compute_environment": "LOCAL_MACHINE",
+  "distributed_type": "MULTI_GPU",
+  "mixed_precision": "bf16",
+  "num_machines": 1,
+  "num_processes": 4,
+  "use_cpu": false
+}
+""", "ok", "config.json")
+add("json-fsdp2", """{
+  "distributed_type": "FSDP",
+  "num_processes": 8,
+  "fsdp_config": {"fsdp_version": 2, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                  "fsdp_transformer_layer_cls_to_wrap": "LlamaDecoderLayer", "fsdp_reshard_after_forward": true}
+}
+""", "ok", "config.json")
+add("json-trailing-comma", """{
+  "distributed_type": "MULTI_GPU",
+  "num_processes": 4,
+}
+""", "err", "config.json")
+add("json-no-as-string-ok", """{"distributed_type": "NO", "num_processes": 1, "mixed_precision": "no"}
+""", "ok", "config.json")
+add("json-gpu-ids-int", """{"distributed_type": "MULTI_GPU", "num_processes": 2, "gpu_ids": 0}
+""", "err:acc-gpu-ids-not-string", "config.json")
+add("json-fsdp-typo", """{"distributed_type": "FSDP", "num_processes": 2, "fsdp_config": {"fsdp_verison": 2}}
+""", "warn:acc-fsdp-unknown-key", "config.json")
+add("json-dup-key", """{"distributed_type": "MULTI_GPU", "num_processes": 2, "num_processes": 4}
+""", "err", "config.json")
+add("json-ds-inline", """{
+  "distributed_type": "DEEPSPEED",
+  "num_processes": 2,
+  "mixed_precision": "bf16",
+  "deepspeed_config": {"zero_stage": 3, "offload_param_device": "cpu", "zero3_init_flag": true}
+}
+""", "ok", "config.json")
+add("json-unknown-top", """{"distributed_type": "MULTI_GPU", "num_processes": 2, "gradient_accumulation_steps": 4}
+""", "err:acc-unknown-top-level-key", "config.json")

@@ -26,10 +26,10 @@ OK_WARNINGS = {
 def test_reviewer_set(reviewer, bv, oracle, run_validator, workspace, capsys):
     counts = Counter()
     bad = []
-    for cid, text, expect in reviewer:
+    for cid, text, expect, name in reviewer:
         res = oracle[f"rev:{cid}"]
         try:
-            fs = run_validator(text, "config.yaml", workspace).findings
+            fs = run_validator(text, name, workspace).findings
         except bv.core.InputError as e:  # exit 2: unreadable for accelerate too
             fs = [bv.core.Finding(rule="input", severity="error", message=str(e))]
         errors = {f.rule for f in fs if f.severity == "error"}
@@ -60,3 +60,53 @@ def test_reviewer_set(reviewer, bv, oracle, run_validator, workspace, capsys):
         print(f"\nreviewer set ({sum(counts.values())} configs) vs accelerate 1.15.0: {dict(sorted(counts.items()))}")
     assert not bad, "\n".join(bad)
     assert counts["agree-reject"] >= 40 and counts["agree-accept"] >= 40, counts
+
+
+# (text, file name, rule, line, col, text the hint must contain): the finding points at the key the
+# user must edit and the hint names the fix
+POINTERS = [
+    ("distributed_type: MULTI_GPU\nnum_process: 4\n", "config.yaml", "acc-unknown-top-level-key", 2, 1,
+     "did you mean 'num_processes'"),
+    ("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n  fsdp_offload_param: true\n",
+     "config.yaml", "acc-fsdp-unknown-key", 5, 3, "did you mean 'fsdp_offload_params'"),
+    ("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_cpu_ram_efficiency_effort: 1\n",
+     "config.yaml", "acc-fsdp-unknown-key", 4, 3, "fsdp_cpu_ram_efficient_loading"),
+    ("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config: {zero_stage: 2, offload_optimizer: cpu}\n",
+     "config.yaml", "acc-ds-unknown-key", 3, 35, "offload_optimizer_device"),
+    ("distributed_type: MULTI_GPU\nnum_processes: 2\ndeepspeed: ds_config.json\n", "config.yaml",
+     "acc-unknown-top-level-key", 3, 1, "deepspeed_config_file"),
+    ("distributed_type: MULTI_GPU\nnum_processes: 2\nnproc_per_node: 8\n", "config.yaml",
+     "acc-unknown-top-level-key", 3, 1, "num_processes"),
+    ("distributed_type: MULTI_GPU\nnum_processes: 2\nmain_process_address: 10.0.0.1\n", "config.yaml",
+     "acc-unknown-top-level-key", 3, 1, "main_process_ip"),
+    ("distributed_type: DEEPSPEED\nnum_processes: 2\nzero_stage: 2\n", "config.yaml",
+     "acc-unknown-top-level-key", 3, 1, "deepspeed_config"),
+    ("'distributed_type': multi_gpu\nnum_processes: 2\n", "config.yaml", "acc-invalid-distributed-type", 1, 1,
+     "MULTI_GPU"),
+    ('{\n  "distributed_type": "FSDP",\n  "num_processes": 2,\n  "fsdp_config": {"fsdp_verison": 2}\n}\n',
+     "config.json", "acc-fsdp-unknown-key", 4, 19, "fsdp_version"),
+    ("base: &b\n  fsdp_version: 2\ndistributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  <<: *b\n",
+     "config.yaml", "acc-unknown-top-level-key", 1, 1, "base"),
+    ("distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 16\nmain_process_ip: 10.0.0.1\n"
+     "main_process_port: 029500\n", "config.yaml", "yaml-number-as-string", 5, 1, "29500"),
+    ("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config: ds_config.json\n", "config.yaml",
+     "acc-ds-config-not-mapping", 3, 1, "deepspeed_config_file: ds_config.json"),
+    ("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+     "  fsdp_transformer_layer_cls_to_wrap: A, B\n", "config.yaml", "acc-fsdp-cls-to-wrap-spaces", 5, 3, "A,B"),
+    ("distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 16\nmachine_rank: 2\n"
+     "main_process_ip: 10.0.0.1\nmain_process_port: 29500\n", "config.yaml", "acc-machine-rank-out-of-range", 4, 1,
+     "1 on the other"),
+]
+
+
+def test_findings_point_at_the_key_and_hint_the_fix(run_validator, workspace):
+    bad = []
+    for text, name, rid, line, col, hint in POINTERS:
+        fs = [f for f in run_validator(text, name, workspace).findings if f.rule == rid]
+        if not fs:
+            bad.append(f"{rid}: not reported for {text!r}")
+            continue
+        f = fs[0]
+        if (f.line, f.col) != (line, col) or hint not in (f.hint + " " + f.message):
+            bad.append(f"{rid}: at {f.line}:{f.col} (want {line}:{col}); hint {f.hint!r} lacks {hint!r}")
+    assert not bad, "\n".join(bad)

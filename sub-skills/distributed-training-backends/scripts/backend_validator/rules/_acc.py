@@ -60,6 +60,21 @@ def suggest(word: Any, candidates: Iterable[str], strip: Tuple[str, ...] = ()) -
     m = did_you_mean(word.lower(), list(lower))
     if m:
         return lower[m]
+    # a long shared prefix (fsdp_cpu_ram_efficiency_effort -> fsdp_cpu_ram_efficient_loading)
+    best, blen, ties = None, 0, 0
+    for c in cands:
+        n = 0
+        for a, b in zip(word, c):
+            if a != b:
+                break
+            n += 1
+        if n > blen:
+            best, blen, ties = c, n, 1
+        elif n == blen:
+            ties += 1
+    # unique only: a prefix all keys of a block share (parallelism_config_) suggests nothing
+    if best is not None and ties == 1 and blen >= 12 and blen >= 0.6 * min(len(word), len(best)):
+        return best
     for p in strip:
         if word.startswith(p):
             m = did_you_mean(word[len(p):], cands)
@@ -72,6 +87,32 @@ def suggest(word: Any, candidates: Iterable[str], strip: Tuple[str, ...] = ()) -
     return None
 
 
+_DS_JSON = "a DeepSpeed JSON key: put it in a DeepSpeed JSON named by deepspeed_config.deepspeed_config_file"
+_SCRIPT = "a training-script / Trainer argument, not an accelerate launch setting: pass it to your script"
+# top-level keys from other tools (torchrun flags, Trainer arguments, DeepSpeed JSON, launch flags)
+# that people put into an Accelerate config, with the Accelerate spelling
+FOREIGN_TOP_LEVEL = {
+    "deepspeed": "set distributed_type: DEEPSPEED and deepspeed_config: {deepspeed_config_file: <path>}",
+    "use_deepspeed": "set distributed_type: DEEPSPEED (use_deepspeed is a launch flag)",
+    "use_fsdp": "set distributed_type: FSDP (use_fsdp is a launch flag)",
+    "multi_gpu": "set distributed_type: MULTI_GPU (multi_gpu is a launch flag)",
+    "fsdp": "set distributed_type: FSDP and put the settings in fsdp_config (fsdp is a Trainer argument)",
+    "bf16": "write mixed_precision: bf16",
+    "nproc_per_node": "use num_processes (the TOTAL over all machines: nproc_per_node x num_machines)",
+    "num_gpus": "use num_processes (the TOTAL over all machines)",
+    "world_size": "use num_processes (the TOTAL over all machines)",
+    "nnodes": "use num_machines", "num_nodes": "use num_machines",
+    "node_rank": "use machine_rank", "rank": "use machine_rank",
+    "master_addr": "use main_process_ip", "main_process_address": "use main_process_ip",
+    "master_port": "use main_process_port",
+    "rdzv_endpoint": "use main_process_ip and main_process_port",
+    "zero_optimization": _DS_JSON, "train_batch_size": _DS_JSON, "train_micro_batch_size_per_gpu": _DS_JSON,
+    "optimizer": _DS_JSON, "scheduler": _DS_JSON, "zero_stage": None,
+    "learning_rate": _SCRIPT, "per_device_train_batch_size": _SCRIPT, "num_train_epochs": _SCRIPT,
+    "gradient_checkpointing": _SCRIPT, "seed": _SCRIPT, "output_dir": _SCRIPT,
+}
+
+
 def report_unknown(ctx: Context, block: Optional[str], keys: Iterable[Any], known: Iterable[str],
                    what: str, strip: Tuple[str, ...] = (), extra_hint: str = "") -> None:
     known = list(known)
@@ -79,7 +120,9 @@ def report_unknown(ctx: Context, block: Optional[str], keys: Iterable[Any], know
         path = (block, k) if block else (k,)
         m = suggest(k, known, strip)
         home = home_of(k, block)
-        if home and not (m and m != k and home == "the top level"):
+        if block is None and isinstance(k, str) and FOREIGN_TOP_LEVEL.get(k):
+            hint = FOREIGN_TOP_LEVEL[k]
+        elif home and not (m and m != k and home == "the top level"):
             hint = f"'{k}' belongs in {home}" + (f" (here, did you mean '{m}'?)" if m else "")
         else:
             hint = f"did you mean '{m}'?" if m else f"remove it (known keys: {', '.join(known)})"
