@@ -28,7 +28,8 @@ What runs, per consumer (deepspeed 0.19.8, accelerate 1.15.0, torch CPU build):
   HfTrainerDeepSpeedConfig`` (research notes section 4.3): strict ``json.loads``; the Trainer fills
   micro batch, grad acc, train batch, clipping, optimizer lr/betas/eps/weight_decay and the
   scheduler warmup/total values from TrainingArguments chosen to agree with every explicit
-  numeric value (so only type mismatches - a string "8" - are reported), then the accelerate
+  numeric value (so only type mismatches - a string "8", or a boolean where a number is compared
+  (true equals only 1) - are reported), then the accelerate
   path above. Limits: real TrainingArguments values are unknown, so numeric mismatches are not
   modelled.
 
@@ -225,6 +226,10 @@ def _transformers_fill(text, world=1):
         d, leaf = node(data, k)
         if d is not None and isinstance(d.get(leaf), str) and d.get(leaf) != "auto":
             mism.append(f"- ds {k}={d[leaf]!r} vs hf (a number/bool)")
+        elif d is not None and isinstance(d.get(leaf), bool) and not k.endswith(".enabled"):
+            # true == 1 in Python: it matches only when the TrainingArguments value is 1; the model
+            # takes the realistic argument values (batch 4, clipping 1.0, lr 1e-3), which it is not
+            mism.append(f"- ds {k}={d[leaf]!r} vs hf (a number)")
     if mism:
         raise ValueError("Please correct the following DeepSpeed config values that mismatch TrainingArguments "
                          "values: " + " ".join(mism))

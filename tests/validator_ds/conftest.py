@@ -52,7 +52,7 @@ def validate_json(text: str, consumer=None, world_size=None, name="ds_config.jso
     opts = core.Options(consumer=consumer, world_size=world_size)
     ctx = core.Context(doc=doc, options=opts)
     ctx.consumer, ctx.consumer_reason = deepspeed.resolve_consumer(doc, consumer, False)
-    findings = list(doc.parse_findings) + core.run_rules(ctx, "deepspeed")
+    findings = deepspeed.consumer_parse_findings(doc.parse_findings, ctx.consumer) + core.run_rules(ctx, "deepspeed")
     return findings, ctx.consumer
 
 

@@ -116,3 +116,18 @@ def test_review_messages():
     f, at = one("d-batch-mismatch", "ds-batch-size-invalid")
     assert at.startswith('"train_batch_size"') and "world size 2" in f.message
     json.dumps(f.message)
+
+
+def test_duplicate_key_severity_follows_the_consumer(tmp_path):
+    """deepspeed's hjson loader raises on a duplicate key; Accelerate / the Trainer json.load the
+    file (last value wins): a warning for them (the pairs above cover the YAML route)."""
+    import io
+    from backend_validator import cli
+    p = tmp_path / "ds.json"
+    p.write_text('{"train_micro_batch_size_per_gpu": 2,\n "zero_optimization": {"stage": 2, "stage": 3}}\n')
+    for cons, sev, rc in (("deepspeed", "error", 1), ("accelerate", "warning", 0), ("transformers", "warning", 0)):
+        buf, err = io.StringIO(), io.StringIO()
+        code = cli.main(["--consumer", cons, "--output", "json", str(p)], stdout=buf, stderr=err)
+        (dup,) = [f for f in json.loads(buf.getvalue())["findings"] if f["rule"] == "json-duplicate-key"]
+        assert (dup["severity"], code, dup["line"]) == (sev, rc, 2), (cons, dup, code)
+        assert cons in dup["message"] or cons == "deepspeed"

@@ -162,6 +162,11 @@ class FileResult:
         return d
 
 
+def _consumer_parse_findings(findings: List[Finding], consumer: str) -> List[Finding]:
+    from .deepspeed import consumer_parse_findings
+    return consumer_parse_findings(findings, consumer)
+
+
 def _resolve_consumer(doc: Doc, forced: Optional[str], via_accelerate: bool) -> Tuple[str, str]:
     try:
         from .deepspeed import resolve_consumer
@@ -193,6 +198,7 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
         ctx = Context(doc=doc, options=options)
         ctx.consumer, ctx.consumer_reason = _resolve_consumer(doc, options.consumer, False)
         res.consumer, res.consumer_reason = ctx.consumer, ctx.consumer_reason
+        res.findings[:] = _consumer_parse_findings(res.findings, ctx.consumer)
         if doc.kind == "yaml":
             _run_family(ctx, "input")
         _run_family(ctx, "deepspeed")
@@ -213,7 +219,7 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
             dctx = Context(doc=related, options=options)
             dctx.consumer, dctx.consumer_reason = _resolve_consumer(related, options.consumer, True)
             _run_family(dctx, "deepspeed")
-            res.findings.extend(related.parse_findings)
+            res.findings.extend(_consumer_parse_findings(related.parse_findings, dctx.consumer))
             res.findings.extend(dctx.findings)
             res.related.append({"file": related.name, "format": "deepspeed", "consumer": dctx.consumer,
                                 "consumer_reason": dctx.consumer_reason})

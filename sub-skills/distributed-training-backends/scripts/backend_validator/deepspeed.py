@@ -442,6 +442,22 @@ def resolve_consumer(doc: Doc, forced: Optional[str] = None, via_accelerate: boo
     return "deepspeed", "standalone file without \"auto\" values; assumed to be read by deepspeed.initialize"
 
 
+def consumer_parse_findings(findings, consumer: str) -> list:
+    """Parse-level findings as the consumer sees them: a duplicate key fails only deepspeed's own
+    hjson loader (a path given to DeepSpeedConfig); Accelerate and the Trainer json.load the file
+    and hand deepspeed a dict, so the last value wins silently - a warning, not an error."""
+    import dataclasses
+    from .loader_json import DUPLICATE_RULE
+    out = []
+    for f in findings:
+        if f.rule == DUPLICATE_RULE and f.severity == "error" and consumer in ("accelerate", "transformers"):
+            f = dataclasses.replace(f, severity="warning", message=f.message.split(";")[0] + f"; {consumer} reads "
+                                    "the file with json.load, which silently keeps the last value (plain deepspeed "
+                                    "would raise)")
+        out.append(f)
+    return out
+
+
 # --------------------------------------------------------------------------
 # Value helpers shared by the rules
 def effective(doc: Doc, path: Tuple, consumer: Optional[str], default: Any = None) -> Any:

@@ -12,7 +12,8 @@ from ..loader_json import DUPLICATE_RULE
 def json_duplicate_key(ctx):
     """deepspeed reads a config file with a duplicate-key hook and raises; ``json.load``
     (Accelerate, the Trainer, Accelerate's own JSON configs) silently keeps the last value.
-    Reported by the JSON loader, so this rule itself checks nothing.
+    Reported by the JSON loader, so this rule itself checks nothing. In a DeepSpeed JSON read by
+    Accelerate or the Trainer (which hand deepspeed the json.load-ed dict) it is a warning.
 
     Fails:
 

@@ -731,6 +731,11 @@ def transformers_string_number(ctx: Context):
             yield ctx.report(path, f"'{dotted}' is the string {v!r}; the Trainer compares it with the "
                              "TrainingArguments value and reports a mismatch", "write the number/boolean without "
                              "quotes, or \"auto\"")
+        elif isinstance(v, bool) and not dotted.endswith(".enabled"):
+            # fill_match: ds_val != hf_val - true equals only the number 1
+            yield ctx.report(path, f"'{dotted}' is the boolean {str(v).lower()}; the Trainer compares it with the "
+                             "TrainingArguments number and reports a mismatch (unless that number is 1)",
+                             "write the number, or \"auto\"")
 
 
 # ---------------------------------------------------------------- batch sizes
