@@ -302,4 +302,14 @@ def stale_iteration(total_limit):
 
 
 out["stale_iteration"] = {"none": stale_iteration(None), "2": stale_iteration(2)}
+# 9. Dataclass defaults the references tabulate.
+import dataclasses  # noqa: E402
+
+from accelerate import DataLoaderConfiguration  # noqa: E402
+from accelerate.utils import GradientAccumulationPlugin  # noqa: E402
+
+out["dataclass_defaults"] = {
+    c.__name__: {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(c)}
+    for c in (DataLoaderConfiguration, GradientAccumulationPlugin, ProjectConfiguration)}
+out["project_logging_dir_follows_project_dir"] = ProjectConfiguration(project_dir="p").logging_dir == "p"
 json.dump(out, sys.stdout)

@@ -345,3 +345,31 @@ def test_stale_iteration_trap_as_documented(repo_root, oracle):
     text = " ".join((repo_root / "sub-skills/checkpointing-and-tracking/references/checkpointing.md").read_text().split())
     assert "pruning runs **before** that check" in text
     assert "leaving only `checkpoint_1`" in text
+
+
+DEFAULT_TABLES = {  # class -> reference whose "| Field | Default | Meaning |" table lists it
+    "DataLoaderConfiguration": "training-loop-integration/references/training-loop.md",
+    "GradientAccumulationPlugin": "training-loop-integration/references/gradient-accumulation.md",
+    "ProjectConfiguration": "checkpointing-and-tracking/references/checkpointing.md",
+}
+
+
+def _doc_default(cell: str):
+    word = cell.split()[0].strip("`").lower()
+    return {"false": False, "true": True, "none": None}.get(word, int(word) if word.isdigit() else word)
+
+
+@pytest.mark.parametrize("cls", sorted(DEFAULT_TABLES))
+def test_documented_defaults_match_dataclasses(cls, repo_root, oracle):
+    text = (repo_root / "sub-skills" / DEFAULT_TABLES[cls]).read_text()
+    assert cls in text and text.count("| Field | Default |") == 1
+    body = text[text.index("| Field | Default |"):]
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", body.split("\n\n")[0], flags=re.M)
+    actual = oracle["dataclass_defaults"][cls]
+    assert {name for name, _ in rows} == set(actual), cls
+    for name, cell in rows:
+        doc = _doc_default(cell)
+        if doc == "project_dir":  # documented as following project_dir
+            assert actual[name] is None and oracle["project_logging_dir_follows_project_dir"]
+        else:
+            assert doc == actual[name], (cls, name, cell, actual[name])
