@@ -163,4 +163,11 @@ try:
 except ValueError as e:
     out["fsdp2_forward_prefetch_false"] = f"ValueError: {e}"
 
+# 9. an FSDP plugin in a plain single process (no launcher): what prepare returns
+import torch  # noqa: E402
+
+acc = Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(fsdp_version=2))
+out["fsdp_plugin_single_process"] = {"distributed_type": str(acc.distributed_type),
+                                     "prepared": type(acc.prepare(torch.nn.Linear(2, 2))).__name__}
+
 json.dump(out, sys.stdout)

@@ -162,3 +162,11 @@ def test_fsdp2_forward_prefetch_in_code_raises_even_false(facts):
     assert facts["fsdp2_forward_prefetch_false"].startswith("ValueError")
     fsdp2_cell = row(DSF, "`fsdp_forward_prefetch` | false")[3]
     assert "plugin value raises" in fsdp2_cell and "even `False`" in fsdp2_cell
+
+
+def test_fsdp_plugin_ignored_in_plain_single_process(facts):
+    got = facts["fsdp_plugin_single_process"]
+    assert got == {"distributed_type": "DistributedType.NO", "prepared": "Linear"}
+    t = re.sub(r"\s+", " ", text(DSF))
+    assert "in a plain `python train.py` (one process, type `NO`) an FSDP plugin is ignored" in t
+    assert "`prepare` returns the bare module" in t
