@@ -418,4 +418,5 @@ def batch_size_world(ctx: Context):
     for f in sub.findings:
         if "world size" in f.message:
             yield ctx.report(f.path, f.message.replace("with world size", "with the launched world size") +
-                             f" (num_processes x num_machines in {ctx.doc.name})", f.hint, doc=j)
+                             f" (num_processes x num_machines in {ctx.doc.name})", f.hint, doc=j,
+                             severity=f.severity)

@@ -742,6 +742,36 @@ def transformers_string_number(ctx: Context):
 _BATCH = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
+def _batch_auto_world(ctx: Context, d, vals):
+    """An explicit train_batch_size next to "auto" micro / grad-acc, with a known world size
+    (Accelerate / Trainer fill the "auto" keys; the explicit total is checked by deepspeed)."""
+    W = ctx.options.world_size
+    tbs = vals.get("train_batch_size")
+    autos = [k for k in _BATCH[1:] if d.get(k) == "auto"]
+    if not W or tbs is None or not autos or ctx.consumer not in ("accelerate", "transformers"):
+        return
+    fixed = W
+    for k in _BATCH[1:]:
+        if k in vals:
+            fixed *= vals[k]
+    if fixed != int(fixed) or tbs != int(tbs):
+        return
+    if tbs % fixed != 0:
+        yield ctx.report(("train_batch_size",), f"with world size {W}: train_batch_size {tbs} is not a multiple of "
+                         f"{fixed} (the explicit batch values x world); no value of {' / '.join(autos)} (\"auto\") "
+                         "makes train_batch_size = micro x grad_acc x world", "set train_batch_size to \"auto\" or fix "
+                         "it to a multiple")
+    elif autos == ["gradient_accumulation_steps"] and tbs // fixed != 1:
+        need = tbs // fixed
+        who = "TrainingArguments.gradient_accumulation_steps" if ctx.consumer == "transformers" else \
+            "the Accelerator's gradient_accumulation_steps"
+        yield ctx.report(("train_batch_size",), f"with world size {W}: train_batch_size {tbs} needs "
+                         f"gradient_accumulation_steps {need}, but \"auto\" is filled from {who} (default 1); "
+                         f"deepspeed's batch check fails unless the code sets {need}",
+                         f"write \"gradient_accumulation_steps\": {need}, or \"train_batch_size\": \"auto\"",
+                         severity="warning")
+
+
 @rule(id="ds-batch-size-missing", severity="error", family="deepspeed",
       summary="neither train_batch_size nor train_micro_batch_size_per_gpu is given",
       source=f"{SRC_CFG}::DeepSpeedConfig._set_batch_related_parameters")
@@ -770,6 +800,11 @@ def batch_missing(ctx: Context):
       source=f"{SRC_CFG}::DeepSpeedConfig._batch_assertion")
 def batch_equation(ctx: Context):
     """Oracle: world_size=1
+
+    Under Accelerate / the Trainer, an explicit train_batch_size next to "auto" batch keys is
+    checked against the world size: no fill can fix a total that is not a multiple of the explicit
+    values x world (error); a total that needs gradient_accumulation_steps k > 1 where that key
+    is "auto" is a warning, since the code's gradient_accumulation_steps (default 1) fills it.
 
     Fails:
 
@@ -815,6 +850,8 @@ def batch_equation(ctx: Context):
             yield ctx.report(("train_micro_batch_size_per_gpu",), f"micro batch {mb} is fractional: the filled "
                              "train_batch_size is rounded down and deepspeed's batch check fails",
                              "use an integer micro batch size")
+        else:
+            yield from _batch_auto_world(ctx, d, vals)
         return
     W = ctx.options.world_size
     tbs, mb, gas = (vals.get(k) for k in _BATCH)
