@@ -163,6 +163,16 @@ try:
 except ValueError as e:
     out["fsdp2_forward_prefetch_false"] = f"ValueError: {e}"
 
+# 8b. to-fsdp2 with both FSDP1 keys present: which one wins
+from accelerate.commands.to_fsdp2 import convert_config_to_fsdp2  # noqa: E402
+
+out["to_fsdp2_both_keys"] = {
+    order: convert_config_to_fsdp2({"fsdp_config": dict(pairs)})["fsdp_config"]["fsdp_reshard_after_forward"]
+    for order, pairs in {
+        "strategy_first": [("fsdp_sharding_strategy", "SHARD_GRAD_OP"), ("fsdp_reshard_after_forward", "FULL_SHARD")],
+        "strategy_last": [("fsdp_reshard_after_forward", "FULL_SHARD"), ("fsdp_sharding_strategy", "SHARD_GRAD_OP")],
+    }.items()}
+
 # 9. an FSDP plugin in a plain single process (no launcher): what prepare returns
 import torch  # noqa: E402
 

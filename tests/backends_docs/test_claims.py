@@ -170,3 +170,10 @@ def test_fsdp_plugin_ignored_in_plain_single_process(facts):
     t = re.sub(r"\s+", " ", text(DSF))
     assert "in a plain `python train.py` (one process, type `NO`) an FSDP plugin is ignored" in t
     assert "`prepare` returns the bare module" in t
+
+
+def test_to_fsdp2_later_key_wins(facts):
+    # SHARD_GRAD_OP -> False and FULL_SHARD -> True: the value tells which key was used
+    assert facts["to_fsdp2_both_keys"] == {"strategy_first": True, "strategy_last": False}
+    t = re.sub(r"\s+", " ", text(DSF))
+    assert "the one written **later** in the file wins" in t
