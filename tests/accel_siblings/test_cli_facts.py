@@ -373,3 +373,13 @@ def test_documented_defaults_match_dataclasses(cls, repo_root, oracle):
             assert actual[name] is None and oracle["project_logging_dir_follows_project_dir"]
         else:
             assert doc == actual[name], (cls, name, cell, actual[name])
+
+
+def test_zero3_save_model_is_16bit(repo_root):
+    """checkpointing.md: under ZeRO-3, save_model/get_state_dict gather the 16-bit copy, or raise."""
+    src = (Path(importlib.util.find_spec("accelerate").submodule_search_locations[0]) / "accelerator.py").read_text()
+    body = src[src.index("    def get_state_dict("):]
+    body = body[:body.index("\n    def ", 10)]
+    assert "_zero3_consolidated_16bit_state_dict()" in body and "Cannot get 16bit model weights" in body
+    text = " ".join((repo_root / "sub-skills/checkpointing-and-tracking/references/checkpointing.md").read_text().split())
+    assert "gathered **16-bit** copy (`_zero3_consolidated_16bit_state_dict`), not the fp32 master weights" in text
