@@ -354,8 +354,11 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
         except Exception as e:  # noqa: BLE001
             # a deepspeed_config_file path that does not exist in the launch directory depends on where
             # accelerate launch is run, not on the file alone
-            raise Stop("plugins", e, env_dependent=isinstance(e, ValueError) and "expected a string path to an "
-                       "existing deepspeed config" in str(e).lower())
+            # (only for a text value: a number or mapping there fails wherever it is launched)
+            ds_file = cfg.deepspeed_config.get("deepspeed_config_file") if isinstance(cfg.deepspeed_config, dict) \
+                else None
+            raise Stop("plugins", e, env_dependent=isinstance(e, ValueError) and isinstance(ds_file, str) and
+                       "expected a string path to an existing deepspeed config" in str(e).lower())
 
         # ---- accelerator-level checks (emulated around accelerate's own objects)
         try:
@@ -398,7 +401,12 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 for off in ("offload_optimizer", "offload_param"):
                     if isinstance(zc.get(off), dict):
                         zc[off] = {k: v for k, v in zc[off].items() if v is not None}
-                DeepSpeedZeroConfig(**zc)
+                zm = DeepSpeedZeroConfig(**zc)
+                # what DeepSpeed's model kept (its non-strict models drop "auto" values silently)
+                plugins["deepspeed"]["zero_model"] = {
+                    "stage": _jsonable(zm.stage),
+                    "offload_optimizer": _jsonable(getattr(zm.offload_optimizer, "device", None)),
+                    "offload_param": _jsonable(getattr(zm.offload_param, "device", None))}
             except Exception as e:  # noqa: BLE001
                 raise Stop("deepspeed", e)
 

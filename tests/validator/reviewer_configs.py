@@ -1631,3 +1631,73 @@ add("json-ds-inline", """{
 """, "ok", "config.json")
 add("json-unknown-top", """{"distributed_type": "MULTI_GPU", "num_processes": 2, "gradient_accumulation_steps": 4}
 """, "err:acc-unknown-top-level-key", "config.json")
+
+# ------------------------------------------------------------------ round 6: found by mutating the valid configs above
+add("r6-ds-offload-auto", """
+distributed_type: DEEPSPEED
+num_processes: 4
+mixed_precision: bf16
+deepspeed_config:
+  zero_stage: 3
+  offload_optimizer_device: auto
+  offload_param_device: auto
+""", "warn:acc-ds-offload-auto")
+add("r6-ds-offload-AUTO", """
+distributed_type: DEEPSPEED
+num_processes: 4
+deepspeed_config:
+  zero_stage: 3
+  offload_optimizer_device: AUTO
+""", "warn:acc-ds-offload-auto")  # the launcher lower()s the device
+add("r6-machine-rank-float", """
+distributed_type: FSDP
+num_machines: 2
+num_processes: 16
+machine_rank: 1.0
+main_process_ip: 10.0.0.1
+main_process_port: 29500
+fsdp_config:
+  fsdp_version: 2
+""", "ok")
+add("r6-ds-runner-port-bool", """
+distributed_type: DEEPSPEED
+num_machines: 2
+num_processes: 16
+machine_rank: 0
+main_process_ip: 192.168.0.10
+main_process_port: true
+deepspeed_config:
+  deepspeed_hostfile: /etc/hostfile
+  zero_stage: 2
+""", "err:acc-int-value")
+add("r6-ds-runner-port-word-rank1", """
+distributed_type: DEEPSPEED
+num_machines: 2
+num_processes: 16
+machine_rank: 1
+main_process_ip: 192.168.0.10
+main_process_port: default
+deepspeed_config:
+  deepspeed_hostfile: /etc/hostfile
+  zero_stage: 2
+""", "err:acc-int-value")
+add("r6-ds-config-file-int", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  deepspeed_config_file: 2
+""", "err:acc-ds-config-file-not-path")
+add("r6-ds-config-file-inline-mapping", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  deepspeed_config_file:
+    zero_optimization:
+      stage: 2
+""", "err:acc-ds-config-file-not-path")
+add("r6-ds-config-file-inline-json-string", """
+distributed_type: DEEPSPEED
+num_processes: 2
+deepspeed_config:
+  deepspeed_config_file: '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1}'
+""", "ok")

@@ -379,13 +379,19 @@ def int_value(ctx):
         elif S.as_int(np_) is None and str(np_) not in ("cpu", "gpu", "xpu", "auto"):
             return bad("num_processes", "torchrun cannot read it as --nproc_per_node")
     mr = arg("machine_rank", 0)
-    rank = int(mr) if isinstance(mr, (bool, int)) else (S.as_int(mr) if isinstance(mr, str) else None)
+    if isinstance(mr, float) and mr == mr and mr not in (float("inf"), float("-inf")):
+        rank = int(mr)  # int() truncates a float; torchrun's static rendezvous reads it the same way
+    else:
+        rank = int(mr) if isinstance(mr, (bool, int)) else (S.as_int(mr) if isinstance(mr, str) else None)
     if multi and e.launcher in ("torchrun", "deepspeed") and "machine_rank" in d and rank is None:
         return bad("machine_rank", "the launcher calls int() on it")
     port = arg("main_process_port")
     if port is not None and not isinstance(port, int) and e.launcher in ("torchrun", "deepspeed") and \
             (not multi or rank == 0):
         return bad("main_process_port", "the port check before launch needs an integer (0 picks a free port)")
+    if runner and port is not None and (isinstance(port, bool) or S.as_int(port) is None):
+        # deepspeed/launcher/runner.py::parse_args: --master_port type=int
+        return bad("main_process_port", "the deepspeed runner reads --master_port as an integer and stops")
     return ()
 
 

@@ -154,9 +154,81 @@ def offload_device(ctx):
     if not e or _has_file(e):
         return ()
     for k in ("offload_optimizer_device", "offload_param_device"):
+        if isinstance(e.get(k), str) and e.get(k).lower() == "auto":
+            continue  # the launcher lower()s it; DeepSpeed's model drops it, not refuses (acc-ds-offload-auto)
         if e.has(k) and e.get(k) is not None and str(e.get(k)).lower() not in S.DS_OFFLOAD_DEVICES:
             ctx.report(e.path(k), f"{k} {fmt(e.get(k))} is not none, cpu or nvme; DeepSpeed refuses the ZeRO config",
                        "use cpu (or nvme with an NVMe path in a DeepSpeed JSON)")
+    return ()
+
+
+@rule(id="acc-ds-offload-auto", severity="warning", family="accelerate",
+      summary="offload_optimizer_device / offload_param_device 'auto': DeepSpeed drops it and offloads nothing",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel.__init__")
+def offload_auto(ctx):
+    """The plugin copies the device into ``zero_optimization.offload_*.device``; nothing fills an
+    ``auto`` there, and DeepSpeed's non-strict config models delete ``"auto"`` values before
+    validation, so the device falls back to ``none``: no offload, no message.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_optimizer_device: auto
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_optimizer_device: cpu
+    ```
+    """
+    e = _ds(ctx)
+    if not e or _has_file(e):
+        return ()
+    for k in ("offload_optimizer_device", "offload_param_device"):
+        if isinstance(e.get(k), str) and e.get(k).lower() == "auto":
+            ctx.report(e.path(k), f"{k} {fmt(e.get(k))} is never resolved: DeepSpeed's config model drops 'auto' values, "
+                       "so nothing is offloaded", "write cpu (or none) explicitly")
+    return ()
+
+
+@rule(id="acc-ds-config-file-not-path", severity="error", family="accelerate",
+      summary="deepspeed_config.deepspeed_config_file is a number, boolean, list or mapping instead of a path",
+      source="accelerate/utils/deepspeed.py::HfDeepSpeedConfig.__init__")
+def ds_config_file_not_path(ctx):
+    """The launcher exports ``str(value)``; ``HfDeepSpeedConfig`` finds no such file, then reads the
+    text as JSON or base64: ``12`` becomes an int (``.get`` fails), ``{}`` an empty config (no ZeRO
+    section), ``true`` or a mapping's Python repr nothing at all. The DeepSpeed settings belong in a
+    JSON file whose path goes here.
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: {zero_optimization: {stage: 2}}
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds_config.json
+    ```
+    """
+    e = _ds(ctx)
+    if not e or not e.has("deepspeed_config_file"):
+        return ()
+    v = e.get("deepspeed_config_file")
+    if v is not None and not isinstance(v, str):
+        ctx.report(e.path("deepspeed_config_file"), f"deepspeed_config_file is {fmt(v)} ({type(v).__name__}), "
+                   "not a path: DeepSpeedPlugin cannot build a config from it",
+                   "write the DeepSpeed settings to a JSON file and give its path (quoted if it looks like a number)")
     return ()
 
 
