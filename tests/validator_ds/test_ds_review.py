@@ -128,6 +128,12 @@ def test_review_messages():
     assert at.startswith('"enabled"') and f.severity == "error"
     f, at = one("d-batch-mismatch", "ds-batch-size-invalid")
     assert at.startswith('"train_batch_size"') and "world size 2" in f.message
+    f, at = one("r-warmup-type-bad", "ds-scheduler-warmup-type")
+    assert at.startswith('"warmup_type"') and f.severity == "warning" and "'log'" in f.message
+    f, at = one("r-stage-bool", "ds-bool-for-number")
+    assert at.startswith('"stage"') and f.severity == "warning" and "number 1" in f.message
+    f, at = one("r5-acc-tbs-not-multiple-w3", "ds-batch-size-invalid")
+    assert at.startswith('"train_batch_size"') and f.severity == "error" and "world size 3" in f.message
     json.dumps(f.message)
 
 

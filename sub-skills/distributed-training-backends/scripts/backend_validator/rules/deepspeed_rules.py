@@ -151,6 +151,37 @@ def unknown_scheduler(ctx: Context):
                      + "use WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest or a torch scheduler")
 
 
+@rule(id="ds-scheduler-warmup-type", severity="warning", family="deepspeed",
+      summary="warmup_type other than 'log' / 'linear' (the scheduler logs a warning and uses 'log')",
+      source="deepspeed/runtime/lr_schedules.py::WarmupLR.__init__ / WarmupCosineLR.__init__")
+def scheduler_warmup_type(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_type": "cosine"}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_type": "linear"}}}
+    ```
+
+    Effect: __import__("deepspeed.runtime.lr_schedules", fromlist=["WarmupLR"]).WarmupLR(__import__("torch").optim.SGD([__import__("torch").zeros(1, requires_grad=True)], lr=0.1), **cfg.scheduler_params).warmup_type == "log"
+    """
+    sch = ctx.doc.get(("scheduler",))
+    if not isinstance(sch, dict) or sch.get("type") not in ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR"):
+        return
+    wt = ctx.doc.get(("scheduler", "params", "warmup_type"))
+    if wt is None or wt == "auto" or wt in ("log", "linear"):
+        return
+    yield ctx.report(("scheduler", "params", "warmup_type"), f"warmup_type {wt!r} is not 'log' or 'linear': "
+                     f"{sch['type']} logs a warning and warms up with 'log'", "use \"log\" or \"linear\" "
+                     "(lower-case)")
+
+
 @rule(id="ds-scheduler-params", severity="error", family="deepspeed",
       summary="scheduler params that the scheduler constructor rejects (unknown, missing, non-integer steps)",
       source="deepspeed/runtime/lr_schedules.py::WarmupLR.__init__")
@@ -480,6 +511,35 @@ def _value_hint(f: D.F) -> str:
         lo = f.ge if f.ge is not None else f.gt
         return f"write a number" + (f" in [{lo:g}, {f.le:g}]" if f.le is not None and lo is not None else "")
     return ""
+
+
+@rule(id="ds-bool-for-number", severity="warning", family="deepspeed",
+      summary="true/false given for a numeric field of a strict block (pydantic reads it as 1/0)",
+      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel (pydantic lax int/float/enum)")
+def bool_for_number(ctx: Context):
+    """Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 1}}
+    ```
+
+    Effect: cfg.zero_optimization_stage == 1
+    """
+    for name, fields, path, blk in _blocks(ctx):
+        for k, v in blk.items():
+            f = fields.get(k) or next((x for x in fields.values() if x.alias == k), None)
+            if f is None or not isinstance(v, bool) or f.no_bool or f.kind not in ("int", "float", "enum"):
+                continue
+            if f.kind == "enum" and not all(isinstance(c, int) for c in f.choices):
+                continue
+            yield ctx.report(path + (k,), f"'{'.'.join(path)}.{k}' is the boolean {str(v).lower()}, which DeepSpeed "
+                             f"reads as the number {int(v)}", f"write the number ({int(v)} if that is meant)")
 
 
 @rule(id="ds-bool-string", severity="warning", family="deepspeed",
