@@ -379,3 +379,37 @@ add("r5-acc-tbs-gas-auto-w3", {"train_batch_size": 24, "train_micro_batch_size_p
 add("r5-acc-tbs-not-multiple-w3", {"train_batch_size": 25, "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}, "accelerate", 3)
 add("r5-tf-tbs-not-multiple-w4", {"train_batch_size": 30, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 1}}, "transformers", 4)
 add("v5-acc-tbs-gas-auto-w3", {"train_batch_size": 12, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}, "accelerate", 3)
+# ---------- round 6: shapes of widely copied public configs (DeepSpeed-Chat, Megatron-DeepSpeed, BLOOM, HF) ----------
+add("v6-ds-chat-actor", {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "steps_per_print": 10,
+    "zero_optimization": {"stage": 3, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "none"},
+                          "stage3_param_persistence_threshold": 10000, "stage3_max_live_parameters": 30000000,
+                          "stage3_prefetch_bucket_size": 30000000, "memory_efficient_linear": False},
+    "fp16": {"enabled": True, "loss_scale_window": 100}, "gradient_clipping": 1.0, "prescale_gradients": False,
+    "wall_clock_breakdown": False,
+    "hybrid_engine": {"enabled": True, "max_out_tokens": 512, "inference_tp_size": 1, "release_inference_cache": False,
+                      "pin_parameters": True, "tp_gather_partition_size": 8},
+    "tensorboard": {"enabled": False, "output_path": "step3_tensorboard/ds_tensorboard_logs/", "job_name": "step3_actor_tensorboard"}},
+    "deepspeed", 8)
+add("v6-megatron-ds", {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "steps_per_print": 10,
+    "zero_optimization": {"stage": 1}, "gradient_clipping": 1.0, "prescale_gradients": False,
+    "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 500, "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12},
+    "bf16": {"enabled": False}, "wall_clock_breakdown": False, "zero_allow_untested_optimizer": True}, "deepspeed", 16)
+add("v6-bloom-like", {"train_micro_batch_size_per_gpu": 1, "train_batch_size": 2048, "gradient_clipping": 1.0,
+    "zero_optimization": {"stage": 0}, "bf16": {"enabled": True}, "steps_per_print": 2000, "wall_clock_breakdown": False,
+    "checkpoint": {"load_universal": False}}, "deepspeed", 64)
+add("d6-megatron-ds-w12", {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 1},
+    "fp16": {"enabled": True, "loss_scale": 0}}, "deepspeed", 12)
+add("v6-hf-zero2-bf16", {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none", "pin_memory": True},
+    "allgather_partitions": True, "allgather_bucket_size": 2e8, "overlap_comm": True, "reduce_scatter": True, "reduce_bucket_size": "auto",
+    "contiguous_gradients": True}, "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": False}, "transformers", 4)
+add("d6-hf-zero2-rbs-auto-ds", {"bf16": {"enabled": True}, "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"},
+    "train_micro_batch_size_per_gpu": 2}, "deepspeed", 1)
+add("v6-zero-inference-z3", {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 3, "overlap_comm": True, "contiguous_gradients": True, "stage3_prefetch_bucket_size": 1e7,
+                          "stage3_param_persistence_threshold": 1e5, "reduce_bucket_size": 1e7, "sub_group_size": 1e9,
+                          "offload_param": {"device": "cpu", "pin_memory": True}}, "steps_per_print": 2000, "wall_clock_breakdown": False},
+    "deepspeed", 2)
+add("d6-hf-fp16-hysteresis-str", cp(HF_Z2, fp16={"enabled": "auto", "loss_scale": 0, "hysteresis": "2"}), "transformers", None)
+add("d6-tf-zero3-gather-auto", z(HF_Z3, stage3_gather_16bit_weights_on_model_save="auto"), "transformers", None)
+add("d6-acc-zero3-gather-auto", z(HF_Z3, stage3_gather_16bit_weights_on_model_save="auto"), "accelerate", None)
