@@ -173,6 +173,14 @@ out["to_fsdp2_both_keys"] = {
         "strategy_last": [("fsdp_reshard_after_forward", "FULL_SHARD"), ("fsdp_sharding_strategy", "SHARD_GRAD_OP")],
     }.items()}
 
+# 8c. FSDP plugin defaults with no launcher environment (plain torchrun)
+fp = FullyShardedDataParallelPlugin()
+sp = FullyShardedDataParallelPlugin(auto_wrap_policy="SIZE_BASED_WRAP")
+out["fsdp_plugin_defaults"] = {"fsdp_version": fp.fsdp_version, "use_orig_params": fp.use_orig_params,
+                               "sync_module_states": fp.sync_module_states,
+                               "cpu_ram_efficient_loading": fp.cpu_ram_efficient_loading,
+                               "min_num_params": sp.min_num_params}
+
 # 9. an FSDP plugin in a plain single process (no launcher): what prepare returns
 import torch  # noqa: E402
 

@@ -177,3 +177,14 @@ def test_to_fsdp2_later_key_wins(facts):
     assert facts["to_fsdp2_both_keys"] == {"strategy_first": True, "strategy_last": False}
     t = re.sub(r"\s+", " ", text(DSF))
     assert "the one written **later** in the file wins" in t
+
+
+def test_fsdp_plugin_defaults_without_launcher(facts):
+    t = re.sub(r"\s+", " ", text(DSF))
+    para = t[t.index("Under plain `torchrun` (no `accelerate launch`)"):]
+    para = para[:para.index("| Key |")]
+    documented = {k: v for k, v in re.findall(r"`(\w+)` (\d+|true|false)", para)}
+    actual = facts["fsdp_plugin_defaults"]
+    assert set(documented) == set(actual), documented
+    for k, v in documented.items():
+        assert str(actual[k]).lower() == v, (k, v, actual[k])
