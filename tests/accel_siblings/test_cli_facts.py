@@ -383,3 +383,12 @@ def test_zero3_save_model_is_16bit(repo_root):
     assert "_zero3_consolidated_16bit_state_dict()" in body and "Cannot get 16bit model weights" in body
     text = " ".join((repo_root / "sub-skills/checkpointing-and-tracking/references/checkpointing.md").read_text().split())
     assert "gathered **16-bit** copy (`_zero3_consolidated_16bit_state_dict`), not the fp32 master weights" in text
+
+
+def test_tracker_entry_points_are_main_process_only(repo_root):
+    """trackers.md: main_process_only=False cannot make Accelerator log per rank."""
+    src = (Path(importlib.util.find_spec("accelerate").submodule_search_locations[0]) / "accelerator.py").read_text()
+    for name in ("init_trackers", "log"):
+        assert re.search(rf"@on_main_process\n    def {name}\(", src), name
+    text = " ".join((repo_root / "sub-skills/checkpointing-and-tracking/references/trackers.md").read_text().split())
+    assert "through `Accelerator` it changes nothing" in text
