@@ -51,6 +51,11 @@ def suggest(word: Any, candidates: Iterable[str], strip: Tuple[str, ...] = ()) -
     cands = list(candidates)
     if not isinstance(word, str):
         return None
+    # two swapped letters (parallelism_config_ps_size): the same letters beat a closer-looking key
+    swapped = [c for c in cands if len(c) == len(word) and c != word and sorted(c) == sorted(word)
+               and sum(a != b for a, b in zip(c, word)) == 2]
+    if len(swapped) == 1:
+        return swapped[0]
     m = did_you_mean(word, cands)
     if m:
         return m
@@ -114,11 +119,14 @@ FOREIGN_TOP_LEVEL = {
 
 
 def report_unknown(ctx: Context, block: Optional[str], keys: Iterable[Any], known: Iterable[str],
-                   what: str, strip: Tuple[str, ...] = (), extra_hint: str = "") -> None:
+                   what: str, strip: Tuple[str, ...] = (), extra_hint: str = "",
+                   also: Iterable[str] = ()) -> None:
+    """also: further names a typo may be aimed at (legacy keys), suggested but not listed as known."""
     known = list(known)
+    also = list(also)
     for k in keys:
         path = (block, k) if block else (k,)
-        m = suggest(k, known, strip)
+        m = suggest(k, known + also, strip)
         home = home_of(k, block)
         if block is None and isinstance(k, str) and FOREIGN_TOP_LEVEL.get(k):
             hint = FOREIGN_TOP_LEVEL[k]

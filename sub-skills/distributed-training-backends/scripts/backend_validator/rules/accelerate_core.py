@@ -152,7 +152,8 @@ def unknown_top_level_key(ctx):
             ctx.report((k,), f"unknown key {fmt(k)}: {S.REMOVED_TOP_LEVEL[k]}; accelerate refuses the config",
                        "remove the block")
     report_unknown(ctx, None, [k for k in extra if k not in S.REMOVED_TOP_LEVEL], fields,
-                   f"{'SageMakerConfig' if e.sagemaker else 'ClusterConfig'} refuses the config")
+                   f"{'SageMakerConfig' if e.sagemaker else 'ClusterConfig'} refuses the config",
+                   also=[] if e.sagemaker else sorted(S.LEGACY_TOP_LEVEL))
     return ()
 
 
