@@ -163,6 +163,12 @@ try:
 except ValueError as e:
     out["fsdp2_forward_prefetch_false"] = f"ValueError: {e}"
 
+try:
+    FullyShardedDataParallelPlugin(fsdp_version=2, sharding_strategy="FULL_SHARD")
+    out["fsdp2_strategy_only"] = "accepted"
+except ValueError as e:
+    out["fsdp2_strategy_only"] = f"ValueError: {e}"
+
 # 8b. to-fsdp2 with both FSDP1 keys present: which one wins
 from accelerate.commands.to_fsdp2 import convert_config_to_fsdp2  # noqa: E402
 

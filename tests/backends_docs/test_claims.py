@@ -188,3 +188,9 @@ def test_fsdp_plugin_defaults_without_launcher(facts):
     assert set(documented) == set(actual), documented
     for k, v in documented.items():
         assert str(actual[k]).lower() == v, (k, v, actual[k])
+
+
+def test_fsdp2_sharding_strategy_alone_raises(facts):
+    got = facts["fsdp2_strategy_only"]
+    m = re.search(r'alone with `fsdp_version=2` it raises "([^"]+)"', re.sub(r"\s+", " ", text(DSF)))
+    assert m and got.startswith("ValueError") and m.group(1) in got, got
