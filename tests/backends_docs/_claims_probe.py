@@ -41,6 +41,9 @@ p.deepspeed_config_process(must_match=False, gradient_clipping=out["ds_prepare_c
                            train_batch_size=8, train_micro_batch_size_per_gpu=4)
 out["ds_clipping_after_fill"] = p.deepspeed_config["gradient_clipping"]
 
+out["ds_zero3_init_default"] = {stage: DeepSpeedPlugin(zero_stage=stage, gradient_accumulation_steps=1).zero3_init_flag
+                                for stage in (2, 3)}
+
 # 1b. a DeepSpeed JSON without gradient_accumulation_steps, and who wins at prepare
 out["ds_json_missing_gas"] = DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 2}}).deepspeed_config[
     "gradient_accumulation_steps"]
