@@ -1701,3 +1701,78 @@ num_processes: 2
 deepspeed_config:
   deepspeed_config_file: '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1}'
 """, "ok")
+
+# ------------------------------------------------------------------ round 7: odd but legal YAML (accelerate decides)
+add("r7-merge-list", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  <<: [{fsdp_version: 2}, {fsdp_offload_params: true}]
+""", "ok")
+add("r7-complex-keys", """
+? distributed_type
+: MULTI_GPU
+? num_processes
+: 2
+""", "ok")
+add("r7-explicit-int-tag", """
+distributed_type: MULTI_GPU
+num_processes: !!int '2'
+""", "ok")
+add("r7-explicit-float-tag", """
+distributed_type: MULTI_GPU
+num_processes: !!float 2
+""", "err:acc-int-value")
+add("r7-str-tag-no", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: !!str no
+""", "ok")
+add("r7-hex-and-underscore", """
+distributed_type: MULTI_GPU
+num_processes: 0x8
+main_process_port: 29_500
+""", "ok")
+add("r7-yaml12-octal", """
+distributed_type: MULTI_GPU
+num_processes: 0o2
+""", "err:acc-int-value")
+add("r7-yaml-directive", """
+%YAML 1.1
+---
+distributed_type: MULTI_GPU
+num_processes: 2
+""", "ok")
+add("r7-null-key", """
+distributed_type: MULTI_GPU
+num_processes: 2
+~: x
+""", "err:acc-unknown-top-level-key")
+add("r7-omap-block", """
+distributed_type: FSDP
+num_processes: 2
+fsdp_config: !!omap [{fsdp_version: 2}]
+""", "warn:acc-block-not-mapping")
+add("r7-only-comment", """
+# accelerate config (to be filled in)
+""", "err")
+add("r7-mode-null-tag", """
+distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: INDUCTOR
+  dynamo_mode: !!null
+""", "err:acc-dynamo-mode-invalid")
+add("r7-python-name-tag", """
+distributed_type: MULTI_GPU
+num_processes: 2
+enable_cpu_affinity: !!python/name:os.system
+""", "err:yaml-unsafe-tag")
+add("r7-flow-trailing-comma", """
+{distributed_type: FSDP, num_processes: 2, fsdp_config: {fsdp_version: 2,}}
+""", "ok")
+add("r7-crlf", "distributed_type: FSDP\r\nnum_processes: 2\r\nfsdp_config:\r\n  fsdp_version: 2\r\n", "ok")
+add("r7-typo-num-processes-only-one-error", """
+distributed_type: MULTI_GPU
+num_proceses: 4
+""", "err:acc-unknown-top-level-key")

@@ -93,6 +93,11 @@ POINTERS = [
      "acc-ds-config-not-mapping", 3, 1, "deepspeed_config_file: ds_config.json"),
     ("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
      "  fsdp_transformer_layer_cls_to_wrap: A, B\n", "config.yaml", "acc-fsdp-cls-to-wrap-spaces", 5, 3, "A,B"),
+    ("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\nparallelism_config:\n"
+     "  parallelism_config_ps_size: 2\n", "config.yaml", "acc-parallelism-unknown-key", 6, 3,
+     "parallelism_config_sp_size"),
+    ("distributed_type: MULTI_GPU\nnum_processes: 2\ndnamo_backend: INDUCTOR\n", "config.yaml",
+     "acc-unknown-top-level-key", 3, 1, "dynamo_backend"),
     ("distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 16\nmachine_rank: 2\n"
      "main_process_ip: 10.0.0.1\nmain_process_port: 29500\n", "config.yaml", "acc-machine-rank-out-of-range", 4, 1,
      "1 on the other"),
@@ -110,3 +115,8 @@ def test_findings_point_at_the_key_and_hint_the_fix(run_validator, workspace):
         if (f.line, f.col) != (line, col) or hint not in (f.hint + " " + f.message):
             bad.append(f"{rid}: at {f.line}:{f.col} (want {line}:{col}); hint {f.hint!r} lacks {hint!r}")
     assert not bad, "\n".join(bad)
+
+
+def test_misspelled_num_processes_is_one_error(run_validator, workspace):
+    fs = run_validator("distributed_type: MULTI_GPU\nnum_proceses: 4\n", "config.yaml", workspace).findings
+    assert sorted(f.rule for f in fs if f.severity == "error") == ["acc-unknown-top-level-key"]

@@ -296,6 +296,9 @@ def num_processes_required(ctx):
     d = ctx.doc.data
     if e.sagemaker or "distributed_type" not in d:
         return ()
+    from ._acc import suggest
+    if any(k not in S.CLUSTER_FIELDS and suggest(k, S.CLUSTER_FIELDS) == "num_processes" for k in d):
+        return ()  # a misspelled num_processes is reported as an unknown key with its did-you-mean
     if "num_processes" not in d and d.get("distributed_type") != "NO":
         ctx.report((), "num_processes is missing: accelerate launch stops with 'You need to manually pass in "
                    "--num_processes' unless it is given on the command line",
