@@ -1776,3 +1776,44 @@ add("r7-typo-num-processes-only-one-error", """
 distributed_type: MULTI_GPU
 num_proceses: 4
 """, "err:acc-unknown-top-level-key")
+
+# ------------------------------------------------------------------ round 8: fp8 keys for another recipe
+add("r8-te-with-opt-level", """
+distributed_type: MULTI_GPU
+num_processes: 8
+mixed_precision: fp8
+fp8_config:
+  backend: TE
+  fp8_format: HYBRID
+  opt_level: O2
+""", "warn:acc-fp8-key-other-backend")
+add("r8-msamp-with-te-keys", """
+distributed_type: DEEPSPEED
+num_processes: 4
+mixed_precision: fp8
+fp8_config:
+  backend: MSAMP
+  opt_level: O1
+  amax_history_len: 16
+deepspeed_config:
+  zero_stage: 2
+""", "warn:acc-fp8-key-other-backend")
+add("r8-ao-bad-te-value", """
+distributed_type: FSDP
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: AO
+  fp8_format: hybrid-ish
+fsdp_config:
+  fsdp_version: 2
+  fsdp_cpu_ram_efficient_loading: false
+""", "warn:acc-fp8-key-other-backend")
+add("r8-te-bad-ao-value", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: TE
+  pad_inner_dim: sometimes
+""", "warn:acc-fp8-key-other-backend")

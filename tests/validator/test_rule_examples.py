@@ -37,6 +37,8 @@ PROBES = {
     "acc-num-processes-ignored": lambda r: r.get("launcher") == "simple" and "torchrun" not in str(r.get("cmd"))
     and len(r.get("cmd") or []) == 2,
     "acc-ds-offload-auto": lambda r: _pl(r, "deepspeed")["zero_model"]["offload_optimizer"] == "none",
+    "acc-fp8-key-other-backend": lambda r: _pl(r, "fp8")["backend"] == "AO" and "fp8_format" not in _pl(r, "fp8")
+    and _env(r).get("ACCELERATE_FP8_FORMAT") == "E4M3",
     "acc-block-ignored": lambda r: "ACCELERATE_USE_FSDP" not in _env(r) and not _pl(r, "fsdp"),
     "acc-use-cpu-ignored": lambda r: _env(r).get("ACCELERATE_USE_CPU") != "True",
     "acc-multi-cpu-single-process": lambda r: "mpirun" not in (r.get("cmd") or []),

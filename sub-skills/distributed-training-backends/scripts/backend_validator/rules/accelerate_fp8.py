@@ -355,3 +355,59 @@ def ao_fsdp_ram(ctx):
         ctx.report(e.path("fp8_backend"), "torchao FP8 with FSDP and fsdp_cpu_ram_efficient_loading on (launch "
                    "default true): Accelerator refuses it", "add fsdp_config.fsdp_cpu_ram_efficient_loading: false")
     return ()
+
+
+# which recipe reads which fp8_* argument (utils/dataclasses.py: TERecipeKwargs / AORecipeKwargs /
+# MSAMPRecipeKwargs read ACCELERATE_FP8_<NAME> back in __post_init__)
+FP8_READERS = {
+    "TE": ("fp8_use_autocast_during_eval", "fp8_margin", "fp8_interval", "fp8_format", "fp8_amax_history_len",
+           "fp8_amax_compute_algo", "fp8_override_linear_precision", "fp8_use_mxfp8_block_scaling"),
+    "AO": ("fp8_pad_inner_dim", "fp8_enable_fsdp_float8_all_gather"),
+    "MSAMP": ("fp8_opt_level",),
+}
+
+
+@rule(id="acc-fp8-key-other-backend", severity="warning", family="accelerate",
+      summary="fp8_config key that only another backend's recipe reads (e.g. opt_level with backend TE)",
+      source=f"{DC}::TERecipeKwargs / AORecipeKwargs / MSAMPRecipeKwargs")
+def fp8_key_other_backend(ctx):
+    """The launcher exports every fp8_config key, but only the recipe of the chosen ``backend`` is
+    built, and each recipe reads its own names: ``opt_level`` is MS-AMP's, ``pad_inner_dim`` and
+    ``enable_fsdp_float8_all_gather`` torchao's, the format / amax / margin keys Transformer
+    Engine's. A key for another backend changes nothing.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    mixed_precision: fp8
+    fp8_config:
+      backend: AO
+      fp8_format: E4M3
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    mixed_precision: fp8
+    fp8_config:
+      backend: TE
+      fp8_format: E4M3
+    ```
+    """
+    e = _fp8(ctx)
+    if not e:
+        return ()
+    backend = _backend(e)
+    if backend not in FP8_READERS:
+        return ()  # NO / missing: the backend is picked from the installed libraries
+    b = ctx.doc.data.get("fp8_config")
+    if not isinstance(b, dict):
+        return ()
+    for k in b:
+        name = S.prefixed("fp8_config", k)
+        owner = next((o for o, names in FP8_READERS.items() if name in names), None)
+        if owner and owner != backend:
+            ctx.report(("fp8_config", k), f"fp8_config.{k} is read only by the {owner} recipe; with backend "
+                       f"{backend} it has no effect", f"remove it, or set backend: {owner} if that is the one you want")
+    return ()
