@@ -1539,7 +1539,7 @@ fsdp_config:
   fsdp_auto_wrap_policy: SIZE_BASED_WRAP
   fsdp_min_num_params: 1000000
   fsdp_transformer_layer_cls_to_wrap: GPT2Block, GPT2MLP
-""", "ok")
+""", "warn:acc-fsdp-wrap-key-ignored")
 add("r4-machine-rank-negative", """
 distributed_type: MULTI_GPU
 num_machines: 2
@@ -1817,3 +1817,32 @@ fp8_config:
   backend: TE
   pad_inner_dim: sometimes
 """, "warn:acc-fp8-key-other-backend")
+
+# ------------------------------------------------------------------ round 9: wrap keys without the policy that reads them
+add("r9-cls-without-policy", """
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_processes: 8
+mixed_precision: bf16
+fsdp_config:
+  fsdp_version: 2
+  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+""", "warn:acc-fsdp-wrap-key-ignored")
+add("r9-min-params-with-transformer-wrap", """
+distributed_type: FSDP
+num_processes: 8
+fsdp_config:
+  fsdp_version: 1
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_transformer_layer_cls_to_wrap: GPT2Block
+  fsdp_min_num_params: 1000000
+""", "warn:acc-fsdp-wrap-key-ignored")
+add("r9-min-params-size-wrap-lower", """
+distributed_type: FSDP
+num_processes: 8
+fsdp_config:
+  fsdp_version: 1
+  fsdp_auto_wrap_policy: size_based_wrap
+  fsdp_min_num_params: 1000000
+""", "ok")

@@ -39,6 +39,8 @@ PROBES = {
     "acc-ds-offload-auto": lambda r: _pl(r, "deepspeed")["zero_model"]["offload_optimizer"] == "none",
     "acc-fp8-key-other-backend": lambda r: _pl(r, "fp8")["backend"] == "AO" and "fp8_format" not in _pl(r, "fp8")
     and _env(r).get("ACCELERATE_FP8_FORMAT") == "E4M3",
+    "acc-fsdp-wrap-key-ignored": lambda r: _pl(r, "fsdp")["auto_wrap_policy"] is None
+    and _pl(r, "fsdp")["transformer_cls_names_to_wrap"] is None,
     "acc-block-ignored": lambda r: "ACCELERATE_USE_FSDP" not in _env(r) and not _pl(r, "fsdp"),
     "acc-use-cpu-ignored": lambda r: _env(r).get("ACCELERATE_USE_CPU") != "True",
     "acc-multi-cpu-single-process": lambda r: "mpirun" not in (r.get("cmd") or []),

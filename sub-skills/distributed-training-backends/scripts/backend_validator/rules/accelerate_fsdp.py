@@ -646,3 +646,50 @@ def cls_to_wrap_spaces(ctx):
                    f"{fmt([p for p in v.split(',') if p != p.strip()][0])} in the model",
                    f"write it without spaces: {fixed}")
     return ()
+
+
+@rule(id="acc-fsdp-wrap-key-ignored", severity="warning", family="accelerate",
+      summary="fsdp_transformer_layer_cls_to_wrap / fsdp_min_num_params without the wrap policy that reads it",
+      source="accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.__post_init__")
+def wrap_key_ignored(ctx):
+    """The plugin reads the class names only under ``TRANSFORMER_BASED_WRAP`` and the size only
+    under ``SIZE_BASED_WRAP``; with any other policy - including an omitted
+    ``fsdp_auto_wrap_policy``, which means ``NO_WRAP`` - the key is dropped and the model is
+    sharded as one unit.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+    ```
+    Passes:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    fsdp_config:
+      fsdp_version: 2
+      fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+      fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+    ```
+    """
+    e = _fsdp(ctx)
+    if not e:
+        return ()
+    raw = e.get("fsdp_auto_wrap_policy")
+    if raw is not None and not isinstance(raw, str):
+        return ()
+    pol = (raw or "NO_WRAP").upper()
+    if pol not in S.FSDP_AUTO_WRAP_POLICY:
+        return ()  # acc-fsdp-auto-wrap-policy-invalid
+    shown = "omitted (NO_WRAP)" if raw is None else fmt(raw)
+    for key, needs in (("fsdp_transformer_layer_cls_to_wrap", "TRANSFORMER_BASED_WRAP"),
+                       ("fsdp_min_num_params", "SIZE_BASED_WRAP")):
+        v = e.get(key)
+        if e.has(key) and v not in (None, "", [], 0) and pol != needs:
+            ctx.report(e.path(key), f"{key} is ignored: fsdp_auto_wrap_policy is {shown}, and only {needs} "
+                       "reads it", f"add fsdp_auto_wrap_policy: {needs}" if raw is None
+                       else f"set fsdp_auto_wrap_policy: {needs}, or remove {key}")
+    return ()
