@@ -1846,3 +1846,29 @@ fsdp_config:
   fsdp_auto_wrap_policy: size_based_wrap
   fsdp_min_num_params: 1000000
 """, "ok")
+
+# ------------------------------------------------------------------ round 10: dynamo settings without a backend
+add("r10-dynamo-mode-only", """
+distributed_type: MULTI_GPU
+num_processes: 4
+mixed_precision: bf16
+dynamo_config:
+  dynamo_mode: max-autotune
+  dynamo_use_fullgraph: true
+""", "warn:acc-dynamo-settings-without-backend")
+add("r10-dynamo-backend-no-regional", """
+distributed_type: 'NO'
+num_processes: 1
+dynamo_config:
+  dynamo_backend: 'NO'
+  dynamo_use_regional_compilation: true
+""", "warn:acc-dynamo-settings-without-backend")
+add("r10-dynamo-written-by-config-no", """
+distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: 'NO'
+  dynamo_mode: default
+  dynamo_use_dynamic: false
+  dynamo_use_fullgraph: false
+""", "ok")

@@ -41,6 +41,8 @@ PROBES = {
     and _env(r).get("ACCELERATE_FP8_FORMAT") == "E4M3",
     "acc-fsdp-wrap-key-ignored": lambda r: _pl(r, "fsdp")["auto_wrap_policy"] is None
     and _pl(r, "fsdp")["transformer_cls_names_to_wrap"] is None,
+    "acc-dynamo-settings-without-backend": lambda r: _pl(r, "dynamo")["backend"] == "NO"
+    and _pl(r, "dynamo")["mode"] == "max-autotune",
     "acc-block-ignored": lambda r: "ACCELERATE_USE_FSDP" not in _env(r) and not _pl(r, "fsdp"),
     "acc-use-cpu-ignored": lambda r: _env(r).get("ACCELERATE_USE_CPU") != "True",
     "acc-multi-cpu-single-process": lambda r: "mpirun" not in (r.get("cmd") or []),

@@ -623,6 +623,46 @@ def _dynamo_backend(e):
     return None, ()
 
 
+@rule(id="acc-dynamo-settings-without-backend", severity="warning", family="accelerate",
+      summary="dynamo_mode / dynamo_use_* set while the dynamo backend is NO (nothing is compiled)",
+      source="accelerate/accelerator.py::Accelerator.prepare_model")
+def dynamo_without_backend(ctx):
+    """``Accelerator`` calls ``torch.compile`` only when the dynamo backend is not ``NO``, the
+    default when ``dynamo_backend`` is omitted; mode, fullgraph, dynamic and regional compilation
+    are then read and thrown away.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    dynamo_config:
+      dynamo_mode: max-autotune
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    dynamo_config:
+      dynamo_backend: INDUCTOR
+      dynamo_mode: max-autotune
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker or e.launcher not in ("simple", "torchrun") or e.dynamo_replaced:
+        return ()
+    b = ctx.doc.data.get("dynamo_config")
+    backend, _ = _dynamo_backend(e)
+    if not isinstance(b, dict) or not (backend is None or (isinstance(backend, str) and backend.upper() == "NO")):
+        return ()
+    for k, v in b.items():
+        name = S.prefixed("dynamo_config", k)
+        if name in S.DYNAMO_KEYS and name != "dynamo_backend" and v not in (None, False, "default", "false", "False"):
+            ctx.report(("dynamo_config", k), f"dynamo_config.{k} has no effect: the dynamo backend is "
+                       f"{'omitted (NO)' if backend is None else fmt(backend)}, so nothing is compiled",
+                       "add dynamo_backend: INDUCTOR (or another backend), or remove the setting")
+    return ()
+
+
 @rule(id="acc-invalid-dynamo-backend", severity="error", family="accelerate",
       summary="dynamo backend is not a DynamoBackend name", source=f"{ULAUNCH}::prepare_multi_gpu_env")
 def invalid_dynamo_backend(ctx):
