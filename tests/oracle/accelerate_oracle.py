@@ -366,7 +366,10 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
             world = _world_size(args)
             if pc is not None:
                 is_fsdp2 = dt == DistributedType.FSDP and fsdp_plugin is not None and fsdp_plugin.fsdp_version == 2
-                multi = world > 1 and dt in (DistributedType.MULTI_GPU,)
+                if world is None:  # the machine decides the world size: assume it matches the sizes
+                    res["notes"].append("world size decided by the machine (nproc_per_node auto/gpu/...): "
+                                        "ParallelismConfig size check assumed to pass")
+                multi = (world if world is not None else pc.total_size) > 1 and dt in (DistributedType.MULTI_GPU,)
                 if dt == DistributedType.MULTI_GPU and not os.environ.get(
                         "ACCELERATE_ALLOW_CP_STANDALONE", "false").lower() == "true":
                     if pc.cp_enabled and fsdp_plugin is None:
@@ -375,7 +378,8 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 if pc.cp_enabled and fsdp_plugin is not None and fsdp_plugin.fsdp_version == 1:
                     raise ValueError("Using `cp_size>1` requires FSDP2, but the provided `fsdp_plugin` is using FSDP1 "
                                      "(AcceleratorState, emulated)")
-                fake = types.SimpleNamespace(num_processes=world, multi_device=multi, is_fsdp2=is_fsdp2,
+                fake = types.SimpleNamespace(num_processes=world if world is not None else pc.total_size,
+                                             multi_device=multi, is_fsdp2=is_fsdp2,
                                              distributed_type=dt, is_main_process=True)
                 pc._validate_accelerator(fake)
                 plugins["parallelism"]["validated_total"] = pc.total_size
@@ -471,6 +475,8 @@ def _state_distributed_type(env, DistributedType, fsdp_plugin, ds_plugin):
 
 
 def _world_size(args):
+    """The world size the file decides, or None when torchrun derives it from this machine
+    (nproc_per_node auto / gpu / cpu / xpu ...)."""
     try:
         if getattr(args, "nnodes", None) is not None and getattr(args, "nproc_per_node", None) is not None:
             return int(args.nproc_per_node) * int(args.nnodes)
@@ -478,7 +484,7 @@ def _world_size(args):
             return int(args.nproc_per_node)
         return int(args.num_processes)
     except (TypeError, ValueError):
-        return 1
+        return None
 
 
 def facts():

@@ -1872,3 +1872,22 @@ dynamo_config:
   dynamo_use_dynamic: false
   dynamo_use_fullgraph: false
 """, "ok")
+
+# ------------------------------------------------------------------ round 11: found by mutating distributed_type / values
+add("r11-fp8-backend-list", """
+distributed_type: MULTI_GPU
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: []
+  fp8_format: HYBRID
+""", "err:acc-fp8-backend-invalid")  # crashed acc-fp8-key-other-backend (unhashable list) before the fix
+add("r11-auto-processes-parallelism", """
+distributed_type: FSDP
+num_processes: auto
+fsdp_config:
+  fsdp_version: 2
+parallelism_config:
+  parallelism_config_dp_replicate_size: 2
+  parallelism_config_dp_shard_size: 4
+""", "ok")  # torchrun counts this machine's GPUs: the size check is not the file's to decide

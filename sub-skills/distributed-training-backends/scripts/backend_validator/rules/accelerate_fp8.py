@@ -399,8 +399,8 @@ def fp8_key_other_backend(ctx):
     if not e:
         return ()
     backend = _backend(e)
-    if backend not in FP8_READERS:
-        return ()  # NO / missing: the backend is picked from the installed libraries
+    if not isinstance(backend, str) or backend not in FP8_READERS:
+        return ()  # NO / missing: the backend is picked from the installed libraries (others: invalid)
     b = ctx.doc.data.get("fp8_config")
     if not isinstance(b, dict):
         return ()
