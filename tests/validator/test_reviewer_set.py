@@ -120,3 +120,43 @@ def test_findings_point_at_the_key_and_hint_the_fix(run_validator, workspace):
 def test_misspelled_num_processes_is_one_error(run_validator, workspace):
     fs = run_validator("distributed_type: MULTI_GPU\nnum_proceses: 4\n", "config.yaml", workspace).findings
     assert sorted(f.rule for f in fs if f.severity == "error") == ["acc-unknown-top-level-key"]
+
+
+HOSTILE = ([], {}, None, [1, "a"], {"a": 1}, [[]], 1.5, float("nan"), True, "", "x", -7)
+
+
+def test_every_slot_of_the_valid_configs_survives_hostile_values(reviewer, bv, workspace):
+    """Each key of each valid reviewer config (top level and nested), replaced in turn by a list,
+    a mapping, null, NaN, a bool, ... : the validator never raises (a non-text fp8 backend once
+    crashed a rule with 'unhashable type')."""
+    import copy
+    import json
+
+    import yaml
+    checked = 0
+    for cid, text, expect, name in reviewer:
+        if expect != "ok":
+            continue
+        try:
+            base = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if not isinstance(base, dict):
+            continue
+        paths = [(k,) for k in base] + [(k, k2) for k, v in base.items() if isinstance(v, dict) for k2 in v]
+        for path in paths:
+            for bad in HOSTILE:
+                d = copy.deepcopy(base)
+                tgt = d if len(path) == 1 else d[path[0]]
+                tgt[path[-1]] = bad
+                doc = json.dumps(d, default=str) if name.endswith(".json") else \
+                    yaml.dump(d, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+                try:
+                    res = bv.cli.validate_text(doc, name, "auto", bv.core.Options(cwd=str(workspace)))
+                except bv.core.InputError:
+                    continue
+                except Exception as e:  # noqa: BLE001
+                    raise AssertionError(f"{cid} {path} = {bad!r}: {e!r}") from e
+                assert all(f.message for f in res.findings)
+                checked += 1
+    assert checked >= 5000, checked
