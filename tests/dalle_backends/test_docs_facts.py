@@ -339,6 +339,9 @@ def test_checker_flags_and_exit_codes(docs, checker_help):
     assert "Other exit codes: 2 usage error, 3 a probe or the CUDA child crashed or timed out, 4 internal error." in s
     assert "--json          " in checker_help or "same as --format json" in checker_help
     assert "imports nothing it reports on" in checker_help and "imports nothing it reports on" in s
+    assert "(default 30)" in flat(checker_help.rsplit("--timeout SECONDS", 1)[1])[:120]
+    assert "timed_out" in checker_help
+    assert "after `--timeout` seconds (default 30) and reported as `timed_out`, exit 3" in t
 
 
 def test_checker_output_matches_troubleshooting(docs, checker_outputs, oracle_ds):
