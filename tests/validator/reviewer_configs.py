@@ -1891,3 +1891,75 @@ parallelism_config:
   parallelism_config_dp_replicate_size: 2
   parallelism_config_dp_shard_size: 4
 """, "ok")  # torchrun counts this machine's GPUs: the size check is not the file's to decide
+
+# ------------------------------------------------------------------ round 12: hostile values in every slot (oracle-checked)
+add("r12-te-null-history", """
+distributed_type: MULTI_GPU
+num_processes: 8
+mixed_precision: fp8
+fp8_config:
+  backend: TE
+  amax_history_len: null
+""", "ok")  # setup_fp8_env skips None: the recipe default applies (was a false error)
+add("r12-ds-runner-port-false", """
+distributed_type: DEEPSPEED
+num_machines: 2
+num_processes: 16
+machine_rank: 0
+main_process_ip: 192.168.0.10
+main_process_port: false
+deepspeed_config:
+  deepspeed_hostfile: /etc/hostfile
+  zero_stage: 2
+""", "ok")  # false == 0: a free port is picked (was a false error)
+add("r12-num-processes-true-multinode", """
+distributed_type: FSDP
+num_machines: 4
+num_processes: true
+machine_rank: 0
+main_process_ip: node0
+main_process_port: 29500
+fsdp_config:
+  fsdp_version: 2
+""", "err:acc-no-worker-processes")
+add("r12-multi-cpu-port-mapping", """
+distributed_type: MULTI_CPU
+num_machines: 2
+num_processes: 8
+machine_rank: 0
+main_process_ip: 10.0.0.5
+main_process_port:
+  port: 29500
+use_cpu: true
+mpirun_config:
+  mpirun_hostfile: hosts.txt
+""", "err:acc-multinode-missing-port")
+add("r12-megatron-clip-null", """
+distributed_type: MEGATRON_LM
+num_processes: 8
+megatron_lm_config:
+  megatron_lm_tp_degree: 2
+  megatron_lm_gradient_clipping: null
+""", "err:acc-megatron-value-invalid")
+add("r12-megatron-tp-null", """
+distributed_type: MEGATRON_LM
+num_processes: 8
+megatron_lm_config:
+  megatron_lm_tp_degree:
+  megatron_lm_pp_degree: 2
+""", "err:acc-megatron-value-invalid")
+add("r12-fsdp1-parallelism-auto-processes", """
+distributed_type: FSDP
+num_processes: auto
+fsdp_config: []
+parallelism_config:
+  parallelism_config_dp_replicate_size: 2
+  parallelism_config_dp_shard_size: 4
+""", "err:acc-parallelism-unsupported-distributed-type")
+add("r12-dynamo-mode-empty", """
+distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: INDUCTOR
+  dynamo_mode: ''
+""", "ok")

@@ -393,7 +393,8 @@ def int_value(ctx):
     if port is not None and not isinstance(port, int) and e.launcher in ("torchrun", "deepspeed") and \
             (not multi or rank == 0):
         return bad("main_process_port", "the port check before launch needs an integer (0 picks a free port)")
-    if runner and port is not None and (isinstance(port, bool) or S.as_int(port) is None):
+    if runner and port is not None and port != 0 and (isinstance(port, bool) or S.as_int(port) is None):
+        # (0 / false: prepare_deepspeed_cmd_env picks a free port)
         # deepspeed/launcher/runner.py::parse_args: --master_port type=int
         return bad("main_process_port", "the deepspeed runner reads --master_port as an integer and stops")
     return ()
@@ -513,7 +514,8 @@ def multinode_missing_ip(ctx):
     ```
     """
     e = eff(ctx)
-    if e.launcher == "simple" and e.multi_machine() and ctx.doc.data.get("main_process_ip") is None:
+    ip = ctx.doc.data.get("main_process_ip")
+    if e.launcher == "simple" and e.multi_machine() and (ip is None or isinstance(ip, dict)):
         ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: the launcher asserts and stops",
                    "add main_process_ip (the address of machine rank 0)")
     return ()
@@ -542,7 +544,9 @@ def multinode_missing_port(ctx):
     ```
     """
     e = eff(ctx)
-    if e.launcher == "simple" and e.multi_machine() and ctx.doc.data.get("main_process_port") is None:
+    port = ctx.doc.data.get("main_process_port")
+    if e.launcher == "simple" and e.multi_machine() and (port is None or isinstance(port, dict)):
+        # (a mapping is merged like a config block, so the launch argument stays unset)
         ctx.report(("num_machines",), "num_machines > 1 without main_process_port: the launcher asserts and stops",
                    "add main_process_port (e.g. 29500)")
     return ()
@@ -764,7 +768,8 @@ def dynamo_mode(ctx):
     b, _ = _dynamo_backend(e)
     if not isinstance(b, str) or b.upper() != "INDUCTOR":
         return ()  # torch.compile validates the mode for the inductor backend
-    if e.has("dynamo_mode") and e.get("dynamo_mode") not in S.DYNAMO_MODES:
+    if e.has("dynamo_mode") and e.get("dynamo_mode") not in S.DYNAMO_MODES and e.get("dynamo_mode") != "":
+        # ('' is falsy: torch.compile's inductor wrapper applies no mode, i.e. the default)
         ctx.report(e.path("dynamo_mode"), f"dynamo_mode {fmt(e.get('dynamo_mode'))} is not a torch.compile mode",
                    f"use one of: {', '.join(S.DYNAMO_MODES)}")
     return ()
@@ -1135,6 +1140,13 @@ def megatron_value(ctx):
     e = eff(ctx)
     if not e.is_megatron:
         return ()
+    # prepare_multi_gpu_env exports these four even when null (as the text 'None'); the rest only when set
+    always = ("megatron_lm_tp_degree", "megatron_lm_pp_degree", "megatron_lm_gradient_clipping",
+              "megatron_lm_use_custom_fsdp")
+    for n in always:
+        if e.has(n) and e.get(n) is None:
+            ctx.report(e.path(n), f"{n} is null: the launcher exports it as the text 'None', which "
+                       "MegatronLMPlugin cannot read", "give a value or delete the key (the default applies)")
     for k in S.MEGATRON_INT_KEYS:
         n = "megatron_lm_" + k
         if e.has(n) and e.get(n) is not None and S.as_int(e.get(n)) is None:
@@ -1337,6 +1349,8 @@ def no_workers(ctx):
     if e.sagemaker or not _torchrun_path(e):
         return ()
     n = e.world_size()
+    if n is None and isinstance(e.num_processes, bool) and e.multi_machine():
+        n = int(e.num_processes)  # true // num_machines is still integer division
     if n is None or n == -1:
         return ()  # not an integer (acc-int-value) or -1 (acc-num-processes-required)
     nm = e.num_machines if e.multi_machine() else 1

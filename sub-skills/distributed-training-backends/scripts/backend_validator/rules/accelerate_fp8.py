@@ -171,20 +171,21 @@ def te_value(ctx):
     e = _fp8(ctx)
     if not e or not _te(e):
         return ()
-    if e.has("fp8_format") and str(e.get("fp8_format")).upper() not in S.FP8_FORMATS:
+    if e.get("fp8_format") is not None and str(e.get("fp8_format")).upper() not in S.FP8_FORMATS:
         ctx.report(e.path("fp8_format"), f"fp8_format {fmt(e.get('fp8_format'))} is not HYBRID, E4M3 or E5M2",
                    "use HYBRID (training) or E4M3")
-    if e.has("fp8_amax_compute_algo") and str(e.get("fp8_amax_compute_algo")).lower() not in S.FP8_AMAX_ALGOS:
+    algo = e.get("fp8_amax_compute_algo")
+    if algo is not None and str(algo).lower() not in S.FP8_AMAX_ALGOS:
         ctx.report(e.path("fp8_amax_compute_algo"), f"amax_compute_algo {fmt(e.get('fp8_amax_compute_algo'))} "
                    "is not max or most_recent", "use max or most_recent")
     for k in ("fp8_margin", "fp8_interval", "fp8_amax_history_len"):
-        if e.has(k) and S.as_int(e.get(k)) is None:
+        if e.get(k) is not None and S.as_int(e.get(k)) is None:
             ctx.report(e.path(k), f"{k[4:]} {fmt(e.get(k))} is not an integer", "write an integer")
     for k in ("fp8_use_autocast_during_eval", "fp8_use_mxfp8_block_scaling"):
-        if e.has(k) and not S.is_truth_word(e.get(k)):
+        if e.get(k) is not None and not S.is_truth_word(e.get(k)):
             ctx.report(e.path(k), f"{k[4:]} {fmt(e.get(k))} is not a truth word", "use true or false")
     k = "fp8_override_linear_precision"
-    if e.has(k):
+    if e.get(k) is not None:
         v = e.get(k)
         ok = isinstance(v, (list, tuple)) and len(v) >= 3 and all(S.is_truth_word(x) for x in v[:3])
         if not ok:
@@ -219,7 +220,8 @@ def msamp_opt(ctx):
     ```
     """
     e = _fp8(ctx)
-    if e and _backend(e) == "MSAMP" and e.has("fp8_opt_level") and str(e.get("fp8_opt_level")) not in S.FP8_OPT_LEVELS:
+    lvl = e.get("fp8_opt_level") if e else None
+    if e and _backend(e) == "MSAMP" and lvl is not None and str(lvl) not in S.FP8_OPT_LEVELS:
         ctx.report(e.path("fp8_opt_level"), f"opt_level {fmt(e.get('fp8_opt_level'))} is not O1 or O2",
                    "use O1 or O2 (capital letter O)")
     return ()
@@ -254,7 +256,7 @@ def ao_value(ctx):
     if not e or _backend(e) != "AO":
         return ()
     for k in ("fp8_pad_inner_dim", "fp8_enable_fsdp_float8_all_gather"):
-        if e.has(k) and not S.is_truth_word(e.get(k)):
+        if e.get(k) is not None and not S.is_truth_word(e.get(k)):
             ctx.report(e.path(k), f"{k[4:]} {fmt(e.get(k))} is not a truth word", "use true or false")
     return ()
 

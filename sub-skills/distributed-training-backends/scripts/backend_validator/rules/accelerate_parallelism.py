@@ -389,11 +389,16 @@ def _validation(e):
     """(sizes, world, total, sp_deepspeed) when Accelerator's validation applies, else None."""
     sz = _sizes(e) if e else None
     w = _world(e) if e else None
-    if not sz or w is None or min(sz.values()) < 1:
+    if not sz or min(sz.values()) < 1:
         return None
     total = 1
     for v in sz.values():
         total *= v
+    if w is None and isinstance(e.num_processes, str) and e.launcher in ("torchrun", "deepspeed") \
+            and S.as_int(e.num_processes) is None:
+        w = total  # auto / gpu / cpu: torchrun counts the machine's devices; only the other checks are the file's
+    if w is None:
+        return None
     if total <= 1:
         return None  # accelerate returns early or fills dp_replicate with the world size
     sp_ds = sz["sp"] > 1 and str(e.get("parallelism_config_sp_backend", "deepspeed")) == "deepspeed"
