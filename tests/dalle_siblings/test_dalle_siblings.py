@@ -639,3 +639,41 @@ def test_train_dalle_never_trains_with_null_cond_prob():
     assert fwd["null_cond_prob"] == 0.0
     doc = (REPO / "sub-skills/generation-and-ranking/references/clip-reranking.md").read_text()
     assert "`null_cond_prob > 0`, which `train_dalle.py` never sets" in doc
+
+
+# ----------------------------------------------------------------------------- audit additions
+
+def _table_rows(text: str, first_cell_prefix: str) -> list[list[str]]:
+    return [split_row(l) for l in text.splitlines()
+            if l.startswith("| " + first_cell_prefix)]
+
+
+def test_top_k_keeps_a_share_of_the_whole_vocabulary_not_of_image_codes():
+    """generate-script.md's table: k is taken over text+image logits; text logits are masked at
+    image positions, so the image codes kept are min(k, num_tokens)."""
+    src = ast.unparse(parse_source(package_dir("dalle_pytorch") / "dalle_pytorch.py"))
+    # DALLE widens the text vocabulary by text_seq_len and the logits cover text + image tokens
+    assert "num_text_tokens = num_text_tokens + text_seq_len" in src
+    assert "total_tokens = num_text_tokens + num_image_tokens" in src
+    assert "nn.Linear(dim, self.total_tokens)" in src
+    gen = ast.unparse(find_def(parse_source(package_dir("dalle_pytorch") / "dalle_pytorch.py"),
+                               "DALLE.generate_images"))
+    assert "logits = logits[:, -1, :]" in gen and "top_k(logits, thres=filter_thres)" in gen
+    tok = ast.unparse(parse_source(package_dir("dalle_pytorch") / "tokenizer.py"))
+    assert "self.vocab_size = 49408" in tok
+    doc = (REPO / "sub-skills/generation-and-ranking/references/generate-script.md").read_text()
+    text_vocab = 49408 + 256
+    for label, codes in (("`DiscreteVAE` with 8192", 8192), ("`VQGanVAE` default", 1024),
+                         ("`OpenAIDiscreteVAE`", 8192)):
+        n = text_vocab + codes
+        k = max(int((1 - 0.9) * n), 1)  # same expression as dalle_pytorch.top_k
+        (row,) = _table_rows(doc, label)
+        assert row[1] == str(n) and row[2] == str(k), (label, row)
+        kept = min(k, codes)
+        if kept == codes:
+            assert row[3].startswith(f"all {codes}"), row
+        else:
+            assert row[3].startswith(f"{kept} of {codes} ({round(100 * kept / codes)} %)"), row
+    # the recipe for a 10 % share of the default VQGAN codes
+    thres = 1 - 0.1 * 1024 / (text_vocab + 1024)
+    assert f"about {thres:.3f}" in doc
