@@ -191,6 +191,7 @@ def main(argv=None) -> int:
         "deepspeed_config_keys": dict_keys_assigned(vae, "deepspeed_config"),
         "wandb_projects": string_constants(vae, r"^dalle_train_vae$"),
         "dataloader_keywords": call_keywords(vae, "DataLoader"),
+        "distribute_keywords": call_keywords(vae, "distribute"),
     })
     facts["scripts"]["train_dalle.py"].update({
         "dalle_params_keys": dict_keys_assigned(dalle, "dalle_params"),
@@ -204,6 +205,7 @@ def main(argv=None) -> int:
         "stream_prefixes": string_constants(dalle, r"^pipe:"),
         "torch_load_keywords": call_keywords(dalle, "load"),
         "model_call_keywords": call_keywords(dalle, "distr_dalle"),
+        "distribute_keywords": call_keywords(dalle, "distribute"),
     })
     facts["scripts"]["generate.py"].update({
         "generate_images_keywords": call_keywords(gen, "generate_images"),

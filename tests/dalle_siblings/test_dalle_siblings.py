@@ -677,3 +677,33 @@ def test_top_k_keeps_a_share_of_the_whole_vocabulary_not_of_image_codes():
     # the recipe for a 10 % share of the default VQGAN codes
     thres = 1 - 0.1 * 1024 / (text_vocab + 1024)
     assert f"about {thres:.3f}" in doc
+
+
+def test_deepspeed_config_flag_conflicts_with_the_scripts_config_dict():
+    """Both scripts always pass config_params; the wheel forwards it to deepspeed.initialize,
+    which asserts when args.deepspeed_config is also set."""
+    for script in ("train_vae.py", "train_dalle.py"):
+        (kws,) = facts()["scripts"][script]["distribute_keywords"]
+        assert "config_params" in kws and "args" in kws, script
+    backend = ast.unparse(find_def(
+        parse_source(package_dir("dalle_pytorch") / "distributed_backends" / "deepspeed_backend.py"),
+        "DeepSpeedBackend._distribute"))
+    assert "self.backend_module.initialize(" in backend and "**kwargs" in backend
+    init = ast.unparse(find_def(parse_source(package_dir("deepspeed") / "__init__.py"), "initialize"))
+    assert "if config is None and config_params is not None:" in init
+    assert "assert config is None, 'Not sure how to proceed, we were given deepspeed configs" in init
+    for doc in ("vae-training/references/train-vae-script.md", "dalle-training/references/train-dalle-flags.md"):
+        (row,) = _table_rows((REPO / "sub-skills" / doc).read_text(), "`--deepspeed_config`")
+        assert "Do not pass it" in row[3] and "Not sure how to proceed, we were given deepspeed configs" in row[3]
+
+
+def test_sparse_attention_needs_an_op_deepspeed_no_longer_ships():
+    attn = ast.unparse(find_def(parse_source(package_dir("dalle_pytorch") / "attention.py"), "SparseAttention"))
+    assert "from deepspeed.ops.sparse_attention import" in attn
+    assert not (package_dir("deepspeed") / "ops" / "sparse_attention").exists()
+    fwd = signature(find_def(parse_source(package_dir("dalle_pytorch") / "attention.py"), "SparseAttention.forward"))
+    assert "cache" not in fwd  # CachedAs always passes cache=, hence #416
+    base = signature(find_def(parse_source(package_dir("dalle_pytorch") / "attention.py"), "Attention.forward"))
+    assert "cache" in base
+    transformer = ast.unparse(parse_source(package_dir("dalle_pytorch") / "transformer.py"))
+    assert "if isinstance(attn, Attention):\n                attn = CachedAs(" in transformer
