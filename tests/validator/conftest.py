@@ -63,6 +63,41 @@ def reviewer_set():
     return mod.C
 
 
+HOSTILE_VALUES = ([], {}, None, [1, "a"], {"a": 1}, 1.5, True, False, "", "x", -7, 0, "0", "none", "auto", "True", 3)
+N_HOSTILE = 400
+
+
+def hostile_variants():
+    """A fixed sample of the valid reviewer configs with one slot (top-level or nested key) replaced
+    by a hostile value - the variants where the first differential runs found disagreements."""
+    import copy
+    import random
+
+    import yaml
+    out = []
+    for _cid, text, expect, name in reviewer_set():
+        if expect != "ok" or name != "config.yaml":
+            continue
+        try:
+            base = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if not isinstance(base, dict):
+            continue
+        paths = [(k,) for k in base] + [(k, k2) for k, v in base.items() if isinstance(v, dict) for k2 in v]
+        for path in paths:
+            for bad in HOSTILE_VALUES:
+                d = copy.deepcopy(base)
+                (d if len(path) == 1 else d[path[0]])[path[-1]] = bad
+                out.append(yaml.safe_dump(d, sort_keys=False))
+    return random.Random(GEN_SEED).sample(out, min(N_HOSTILE, len(out)))
+
+
+@pytest.fixture(scope="session")
+def hostile():
+    return hostile_variants()
+
+
 @pytest.fixture(scope="session")
 def reviewer():
     return reviewer_set()
@@ -109,6 +144,8 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
         configs.append({"id": f"gen:{i}", "text": text, "name": name, "cwd": str(workspace)})
     for cid, text, _expect, name in reviewer_set():
         configs.append({"id": f"rev:{cid}", "text": text, "name": name, "cwd": str(workspace)})
+    for i, text in enumerate(hostile_variants()):
+        configs.append({"id": f"hos:{i}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
     proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

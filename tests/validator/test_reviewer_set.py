@@ -160,3 +160,28 @@ def test_every_slot_of_the_valid_configs_survives_hostile_values(reviewer, bv, w
                 assert all(f.message for f in res.findings)
                 checked += 1
     assert checked >= 5000, checked
+
+
+def test_hostile_variants_agree_with_accelerate(hostile, oracle, run_validator, workspace, bv, capsys):
+    """400 valid reviewer configs with one slot made hostile (list, mapping, null, bool, '', 0, ...):
+    a validator error exactly when accelerate rejects (launch-dir dependent rejects left out)."""
+    counts = Counter()
+    bad = []
+    for i, text in enumerate(hostile):
+        res = oracle[f"hos:{i}"]
+        try:
+            fs = run_validator(text, "config.yaml", workspace).findings
+            errors = {f.rule for f in fs if f.severity == "error"} - set(DUP)
+        except bv.core.InputError:
+            errors = {"input"}
+        if res["env_dependent"]:
+            counts["launch-dir"] += 1
+        elif (res["verdict"] == "reject") != bool(errors):
+            counts["disagree"] += 1
+            bad.append(f"{res['verdict']} {res['stage']}: {res['message']} | validator {sorted(errors)}\n{text}")
+        else:
+            counts["agree"] += 1
+    with capsys.disabled():
+        print(f"\nhostile variants vs accelerate 1.15.0: {dict(sorted(counts.items()))}")
+    assert not bad, "\n".join(bad[:5])
+    assert counts["agree"] >= 380, counts
