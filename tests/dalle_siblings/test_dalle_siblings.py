@@ -707,3 +707,25 @@ def test_sparse_attention_needs_an_op_deepspeed_no_longer_ships():
     assert "cache" in base
     transformer = ast.unparse(parse_source(package_dir("dalle_pytorch") / "transformer.py"))
     assert "if isinstance(attn, Attention):\n                attn = CachedAs(" in transformer
+
+
+def test_decode_value_ranges_per_vae():
+    dp = parse_source(package_dir("dalle_pytorch") / "dalle_pytorch.py")
+    fwd = ast.unparse(find_def(dp, "DiscreteVAE.forward"))
+    # the decoder is trained against the normalized input ...
+    assert "img = self.norm(img)" in fwd and "recon_loss = self.loss_fn(img, out)" in fwd
+    # ... and decode returns the decoder output as is (no de-normalization, no clamp)
+    dec = ast.unparse(find_def(dp, "DiscreteVAE.decode"))
+    assert "self.decoder(image_embeds)" in dec and "norm" not in dec and "clamp" not in dec
+    vae = parse_source(package_dir("dalle_pytorch") / "vae.py")
+    assert "img = (img.clamp(-1.0, 1.0) + 1) * 0.5" in ast.unparse(find_def(vae, "VQGanVAE.decode"))
+    assert "unmap_pixels(torch.sigmoid(" in ast.unparse(find_def(vae, "OpenAIDiscreteVAE.decode"))
+    assert "torch.clamp(" in ast.unparse(find_def(vae, "unmap_pixels"))
+    gen = ast.unparse(find_def(dp, "DALLE.generate_images"))
+    assert "img.shape[1] == 3" in gen and "images = vae.decode(img_seq)" in gen
+    doc = (REPO / "sub-skills/generation-and-ranking/references/clip-reranking.md").read_text()
+    (row,) = _table_rows(doc, "`DiscreteVAE` |")
+    assert "`[-1, 1]`" in row[1] and "does not undo `norm`" in row[1]
+    assert "Asserts 3 channels" in doc
+    clip_fwd = ast.unparse(find_def(dp, "CLIP.forward"))
+    assert "self.visual_pos_emb(torch.arange(image_emb.shape[1]" in clip_fwd
