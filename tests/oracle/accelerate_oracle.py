@@ -33,6 +33,14 @@ Stages, in the order accelerate runs them:
   compile   torch.compile(lambda x: x, **TorchDynamoPlugin.to_kwargs()) for the inductor backend
             (lazy: validates the mode, compiles nothing)
 
+Judgement calls (each found by the reviewer differential in tests/validator/test_reviewer_set.py):
+  - launch-dir dependent: only a *text* deepspeed_config_file that names no existing file (a number
+    or mapping there fails wherever the job is launched);
+  - num_processes auto / gpu / cpu: torchrun counts the launching machine's devices, so the world
+    size is unknown; ParallelismConfig's size check is assumed to pass (its other checks still run);
+  - plugins.deepspeed.zero_model records the offload devices DeepSpeed's ZeRO model keeps (its
+    non-strict models drop "auto" values, so offload_*_device: auto silently becomes none).
+
 What the oracle patches so that the verdict depends on the file, not on this machine (each is
 listed in the answer's "patches"): FP8 libraries reported available (TE/MS-AMP/torchao are not
 installed here; torchao's Float8LinearConfig is a recording stub); no GPU needed for
