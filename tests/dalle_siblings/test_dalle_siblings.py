@@ -729,3 +729,12 @@ def test_decode_value_ranges_per_vae():
     assert "Asserts 3 channels" in doc
     clip_fwd = ast.unparse(find_def(dp, "CLIP.forward"))
     assert "self.visual_pos_emb(torch.arange(image_emb.shape[1]" in clip_fwd
+
+
+def test_wheel_dependencies_named_in_the_docs():
+    import importlib.metadata as md
+    reqs = {re.split(r"[\s(<>=;\[]", r, maxsplit=1)[0].lower() for r in md.requires("dalle-pytorch") or []}
+    assert "wandb" not in reqs and {"webdataset", "dall-e", "youtokentome", "taming-transformers-rom1504"} <= reqs
+    skill = (REPO / "sub-skills/dalle-training/SKILL.md").read_text()
+    assert "pip install wandb && wandb login" in skill and "not a dalle-pytorch dependency" in skill
+    assert "`WebDataset` is" in (REPO / "sub-skills/dalle-training/references/checkpoints-and-resume.md").read_text()
