@@ -738,3 +738,12 @@ def test_wheel_dependencies_named_in_the_docs():
     skill = (REPO / "sub-skills/dalle-training/SKILL.md").read_text()
     assert "pip install wandb && wandb login" in skill and "not a dalle-pytorch dependency" in skill
     assert "`WebDataset` is" in (REPO / "sub-skills/dalle-training/references/checkpoints-and-resume.md").read_text()
+
+
+def test_batch_size_is_deepspeeds_global_train_batch_size():
+    for script, doc in (("train_vae.py", "vae-training/references/train-vae-script.md"),
+                        ("train_dalle.py", "dalle-training/references/train-dalle-flags.md")):
+        assert "train_batch_size" in facts()["scripts"][script]["deepspeed_config_keys"], script
+        (row,) = _table_rows((REPO / "sub-skills" / doc).read_text(), "`--batch_size`")
+        assert "global `train_batch_size`" in row[3] and "Horovod it is per process" in row[3], doc
+    assert "gradient_accumulation_steps" in facts()["scripts"]["train_dalle.py"]["deepspeed_config_keys"]
