@@ -747,3 +747,14 @@ def test_batch_size_is_deepspeeds_global_train_batch_size():
         (row,) = _table_rows((REPO / "sub-skills" / doc).read_text(), "`--batch_size`")
         assert "global `train_batch_size`" in row[3] and "Horovod it is per process" in row[3], doc
     assert "gradient_accumulation_steps" in facts()["scripts"]["train_dalle.py"]["deepspeed_config_keys"]
+
+
+def test_token_id_zero_is_padding_everywhere():
+    fwd = ast.unparse(find_def(parse_source(package_dir("dalle_pytorch") / "dalle_pytorch.py"), "DALLE.forward"))
+    assert "text = torch.where(text == 0, text_range, text)" in fwd
+    tok = parse_source(package_dir("dalle_pytorch") / "tokenizer.py")
+    for cls in ("HugTokenizer", "ChineseTokenizer", "YttmTokenizer"):
+        assert "{0}" in ast.unparse(find_def(tok, f"{cls}.decode")), cls
+        assert "torch.zeros(len(all_tokens), context_length" in ast.unparse(find_def(tok, f"{cls}.tokenize"))
+    doc = (REPO / "sub-skills/dalle-training/references/data-and-tokenizers.md").read_text()
+    assert "`DALLE.forward` turns every 0 into a padding id" in doc
