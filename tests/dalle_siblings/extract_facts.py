@@ -105,6 +105,24 @@ def call_keywords(tree: ast.Module, func_name: str) -> list[list[str]]:
     return out
 
 
+def call_keyword_sources(tree: ast.Module, func_name: str) -> list[dict]:
+    """For every call whose callee ends with func_name: keyword -> source text of its value."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name == func_name:
+                out.append({k.arg: ast.unparse(k.value) for k in node.keywords if k.arg})
+    return out
+
+
+def assigned_sources(tree: ast.Module, var: str) -> list[str]:
+    """Source text of every value assigned to the plain name var."""
+    return [ast.unparse(n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var for t in n.targets)]
+
+
 def called_names(tree: ast.Module) -> list[str]:
     """Names of everything called in the module (attribute or plain name)."""
     names = set()
@@ -206,6 +224,9 @@ def main(argv=None) -> int:
         "torch_load_keywords": call_keywords(dalle, "load"),
         "model_call_keywords": call_keywords(dalle, "distr_dalle"),
         "distribute_keywords": call_keywords(dalle, "distribute"),
+        "text_image_dataset_keywords": call_keyword_sources(dalle, "TextImageDataset"),
+        "text_seq_len_assignments": assigned_sources(dalle, "TEXT_SEQ_LEN"),
+        "tokenize_calls": call_keyword_sources(dalle, "tokenize"),
     })
     facts["scripts"]["generate.py"].update({
         "generate_images_keywords": call_keywords(gen, "generate_images"),

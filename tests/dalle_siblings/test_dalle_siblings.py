@@ -758,3 +758,16 @@ def test_token_id_zero_is_padding_everywhere():
         assert "torch.zeros(len(all_tokens), context_length" in ast.unparse(find_def(tok, f"{cls}.tokenize"))
     doc = (REPO / "sub-skills/dalle-training/references/data-and-tokenizers.md").read_text()
     assert "`DALLE.forward` turns every 0 into a padding id" in doc
+
+
+def test_text_seq_len_flag_still_drives_the_loader_on_resume():
+    f = facts()["scripts"]["train_dalle.py"]
+    assert f["text_seq_len_assignments"] == ["args.text_seq_len"]
+    (ds_kw,) = f["text_image_dataset_keywords"]
+    assert ds_kw["text_len"] == "TEXT_SEQ_LEN"
+    fwd = ast.unparse(find_def(parse_source(package_dir("dalle_pytorch") / "dalle_pytorch.py"), "DALLE.forward"))
+    assert "assert text.shape[-1] == self.text_seq_len" in fwd
+    assert "does not have the correct length" in fwd
+    for doc in ("SKILL.md", "references/checkpoints-and-resume.md", "references/train-dalle-flags.md"):
+        text = (REPO / "sub-skills/dalle-training" / doc).read_text()
+        assert "`--text_seq_len`" in text and ("repeat" in text or "match" in text), doc
