@@ -771,3 +771,16 @@ def test_text_seq_len_flag_still_drives_the_loader_on_resume():
     for doc in ("SKILL.md", "references/checkpoints-and-resume.md", "references/train-dalle-flags.md"):
         text = (REPO / "sub-skills/dalle-training" / doc).read_text()
         assert "`--text_seq_len`" in text and ("repeat" in text or "match" in text), doc
+
+
+def test_vae_temperature_reaches_floor_where_documented():
+    import math
+    f = {r["dest"]: r["default"] for r in facts()["scripts"]["train_vae.py"]["flags"]}
+    temp, step = f["starting_temp"], 0
+    while temp > f["temp_min"]:  # the script's update, applied at i % 100 == 0
+        temp = max(temp * math.exp(-f["anneal_rate"] * step), f["temp_min"])
+        if temp <= f["temp_min"]:
+            break
+        step += 100
+    doc = (REPO / "sub-skills/vae-training/references/train-vae-script.md").read_text()
+    assert f"after about {step:,} steps" in doc, step
