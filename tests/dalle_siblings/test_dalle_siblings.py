@@ -784,3 +784,12 @@ def test_vae_temperature_reaches_floor_where_documented():
         step += 100
     doc = (REPO / "sub-skills/vae-training/references/train-vae-script.md").read_text()
     assert f"after about {step:,} steps" in doc, step
+
+
+def test_dataloaders_have_no_workers_as_documented():
+    s = facts()["scripts"]
+    for script, doc in (("train_vae.py", "vae-training/references/train-vae-script.md"),
+                        ("train_dalle.py", "dalle-training/references/data-and-tokenizers.md")):
+        (kws,) = s[script]["dataloader_keywords"]
+        assert "num_workers" not in kws, script
+        assert "no `num_workers`" in (REPO / "sub-skills" / doc).read_text(), doc
