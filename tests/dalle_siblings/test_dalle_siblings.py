@@ -793,3 +793,12 @@ def test_dataloaders_have_no_workers_as_documented():
         (kws,) = s[script]["dataloader_keywords"]
         assert "num_workers" not in kws, script
         assert re.search(r"no\s+`num_workers`", (REPO / "sub-skills" / doc).read_text()), doc
+
+
+def test_training_samples_an_image_every_100_iterations():
+    f = facts()["scripts"]["train_dalle.py"]
+    assert f["generate_images_keywords"] == [["filter_thres"]]  # no use_cache
+    flags = {n for r in f["flags"] for n in r["flags"]}
+    assert not any("sample" in n or "log_image" in n for n in flags)
+    doc = (REPO / "sub-skills/dalle-training/references/train-dalle-flags.md").read_text()
+    assert "generate_images(text[:1], filter_thres=0.9)" in doc and "no flag turns it off" in doc
