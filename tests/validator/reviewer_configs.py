@@ -1963,3 +1963,29 @@ dynamo_config:
   dynamo_backend: INDUCTOR
   dynamo_mode: ''
 """, "ok")
+add("r12-override-bool-auto-backend", """
+distributed_type: MULTI_GPU
+num_processes: 8
+mixed_precision: fp8
+fp8_config:
+  fp8_format: HYBRID
+  override_linear_precision: false
+""", "err:acc-fp8-te-value-invalid")  # setup_fp8_env indexes it for every backend
+add("r12-override-list-ao-backend", """
+distributed_type: FSDP
+num_processes: 2
+mixed_precision: fp8
+fp8_config:
+  backend: AO
+  override_linear_precision: [1, x, 2]
+fsdp_config:
+  fsdp_version: 2
+  fsdp_cpu_ram_efficient_loading: false
+""", "warn:acc-fp8-key-other-backend")  # indexable: exported, never read by the AO recipe
+add("r12-float-machines-float-ip", """
+distributed_type: 'NO'
+num_machines: 1.5
+num_processes: 1
+main_process_ip: 10.0
+main_process_port: 29500
+""", "err:acc-env-value-not-text")

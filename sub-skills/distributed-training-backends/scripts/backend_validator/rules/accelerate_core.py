@@ -1565,7 +1565,7 @@ def env_not_text(ctx):
     ip = d.get("main_process_ip")
     n, nm = d.get("num_processes"), d.get("num_machines", 1)
     many = (isinstance(n, (int, float)) and not isinstance(n, bool) and n > 1) or \
-        (isinstance(nm, int) and not isinstance(nm, bool) and nm > 1)
+        (isinstance(nm, (int, float)) and not isinstance(nm, bool) and nm > 1)  # `num_machines > 1`
     if ip is not None and not isinstance(ip, (str, dict)) and many:
         ctx.report(("main_process_ip",), f"main_process_ip is {fmt(ip)} ({type(ip).__name__}); the launcher sets "
                    "MASTER_ADDR to it as is and the process cannot start", "quote the address")

@@ -169,7 +169,17 @@ def te_value(ctx):
     ```
     """
     e = _fp8(ctx)
-    if not e or not _te(e):
+    if not e:
+        return ()
+    ov = e.get("fp8_override_linear_precision")
+    if not _te(e) and ov is not None and not (
+            (isinstance(ov, (list, tuple, str)) and len(ov) >= 3) or (isinstance(ov, dict) and all(i in ov for i in
+                                                                                                 range(3)))):
+        # utils/launch.py::setup_fp8_env indexes [0], [1], [2] for every backend (incl. auto-detected)
+        ctx.report(e.path("fp8_override_linear_precision"), f"override_linear_precision {fmt(ov)} cannot be "
+                   "indexed [0], [1], [2]: the launcher fails exporting it (whatever the fp8 backend)",
+                   "write a YAML list: [false, false, false], or remove it")
+    if not _te(e):
         return ()
     if e.get("fp8_format") is not None and str(e.get("fp8_format")).upper() not in S.FP8_FORMATS:
         ctx.report(e.path("fp8_format"), f"fp8_format {fmt(e.get('fp8_format'))} is not HYBRID, E4M3 or E5M2",
