@@ -1989,3 +1989,9 @@ num_processes: 1
 main_process_ip: 10.0
 main_process_port: 29500
 """, "err:acc-env-value-not-text")
+add("r13-leftover-ds-file-multi-gpu", """
+distributed_type: MULTI_GPU
+num_processes: 2
+deepspeed_config:
+  deepspeed_config_file: '{"zero_optimization": {"stage": 2}}'
+""", "warn:acc-block-ignored")  # the JSON is never read under MULTI_GPU: its problems are not errors

@@ -212,7 +212,10 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
 
     ds_block = doc.get(("deepspeed_config",))
     ds_file = ds_block.get("deepspeed_config_file") if isinstance(ds_block, dict) else None
-    if isinstance(ds_file, str) and ds_file.strip() and ds_file != "none":
+    from .rules.accelerate_schema import Effective
+    # accelerate reads the JSON only when it picks the DeepSpeed launcher (distributed_type DEEPSPEED);
+    # under any other type the block is ignored (acc-block-ignored) and the JSON's problems never matter
+    if isinstance(ds_file, str) and ds_file.strip() and ds_file != "none" and Effective(doc).launcher == "deepspeed":
         related = _load_related(doc, ds_file, options, res)
         xctx = Context(doc=doc, options=options)
         if related is not None:
