@@ -15,6 +15,7 @@
 import ast
 import os
 import re
+import stat
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 
@@ -29,12 +30,35 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+READ_LIMIT = 4 * 1024 * 1024  # bytes read from any one file; metadata and build files are far smaller
+
+
 def _read(path, limit=None):
+    """Text of a regular file (UTF-8, undecodable bytes replaced), at most ``limit`` bytes; else None.
+
+    Opened non-blocking and checked with fstat so that a FIFO, a device such as
+    /dev/zero, a directory or a socket in place of a file can neither hang the
+    checker nor feed it without end."""
+    limit = READ_LIMIT if limit is None else min(limit, READ_LIMIT)
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as fh:
-            return fh.read() if limit is None else fh.read(limit)
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except (OSError, ValueError, MemoryError):
+        return None
+    finally:
+        os.close(fd)
 
 
 class Dist:
@@ -168,7 +192,10 @@ class Environment:
                         is_dir = False
                     dist = Dist(dname, version, de.path, entry, is_dir)
                     if not version:
+                        # folder name without a parseable version ("torch.egg-info", "x-y.dist-info"):
+                        # METADATA's Name is the authority for both name and lookup key
                         dist.metadata()
+                        dist.key = normalize(dist.name)
                     self.dists.append(dist)
                     self.by_key.setdefault(dist.key, []).append(dist)
                     continue
@@ -225,12 +252,17 @@ class Environment:
 # build facts from plain files
 
 
+PARSE_LIMIT = 1024 * 1024  # characters; torch/version.py and DeepSpeed's build info are ~1 KB
+
+
 def parse_assignments(text):
     """Literal module-level assignments of a Python file, without executing it."""
     out = {}
+    if len(text) > PARSE_LIMIT:
+        return out
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # malformed, NUL bytes, too deep
         return out
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -277,7 +309,7 @@ def deepspeed_facts(ds_dir):
                                ("version", "git_hash", "git_branch", "installed_ops",
                                 "accelerator_name", "torch_info") if k in vals}
         ops = vals.get("installed_ops") or {}
-        facts["prebuilt_ops"] = sorted(k for k, v in ops.items() if v) if isinstance(ops, dict) else []
+        facts["prebuilt_ops"] = sorted(str(k) for k, v in ops.items() if v) if isinstance(ops, dict) else []
     else:
         facts["build_info"] = None
         facts["prebuilt_ops"] = []

@@ -20,11 +20,14 @@ def version_key(text):
     """Sortable key for a PEP 440-ish version ('2.6.0a0+git' < '2.6.0' < '2.6.0.post1')."""
     if not text:
         return ((0,), -9, 0)
-    text = text.split("+", 1)[0].lower()
+    # a build file may hold a non-string (``__version__ = 5``); str() keeps the comparison total
+    text = str(text).split("+", 1)[0].lower()
     m = re.match(r"^v?(\d+(?:\.\d+)*)(.*)$", text)
     if not m:
         return ((0,), -9, 0)
-    release = tuple(int(x) for x in m.group(1).split("."))
+    # int() refuses more than 4300 digits (sys.set_int_max_str_digits); a component that long is
+    # garbage, so it is clamped: 18 digits still order every real version correctly
+    release = tuple(int(x[:18]) for x in m.group(1).split("."))
     while len(release) > 1 and release[-1] == 0:
         release = release[:-1]
     rest = m.group(2).lstrip(".-_")
@@ -34,7 +37,7 @@ def version_key(text):
         tag = pm.group(1)
         phase = {"dev": -4, "a": -3, "alpha": -3, "b": -2, "beta": -2, "c": -1, "rc": -1,
                  "pre": -1, "preview": -1, "post": 1, "r": 1, "rev": 1}[tag]
-        num = int(pm.group(2) or 0)
+        num = int(pm.group(2)[:18] or 0)
     return (release, phase, num)
 
 
