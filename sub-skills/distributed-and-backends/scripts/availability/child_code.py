@@ -19,7 +19,10 @@ def _emit(res):
 
 
 def _first_line(exc):
-    text = str(exc).strip()
+    try:  # an exception's __str__ is package code too, and may raise
+        text = str(exc).strip()
+    except BaseException:
+        return "(str() of the exception raised)"
     return text.splitlines()[0][:300] if text else ""
 
 
@@ -75,6 +78,14 @@ def _cuda_mode():
         res["stage"] = "import torch"
         res["seconds"] = round(time.perf_counter() - t0, 3)
         _emit(res)
+    try:  # a torch that imports but lacks or breaks the attributes used below is an answer, not a crash
+        _cuda_query(torch, t0)
+    except BaseException as exc:
+        _emit({"status": "error", "stage": "CUDA query after import torch", "exception": type(exc).__name__,
+               "message": _first_line(exc), "seconds": round(time.perf_counter() - t0, 3)})
+
+
+def _cuda_query(torch, t0):
     res = {"torch_version": torch.__version__, "cuda_build": torch.version.cuda,
            "hip_build": getattr(torch.version, "hip", None)}
     try:

@@ -10,6 +10,7 @@ from . import CHECKER_VERSION, SCHEMA_VERSION
 from .targets import BF16_MIN_CC, CAPABILITIES, FP8_MIN_CC, TARGETS, WORKFLOWS
 
 EXIT_OK, EXIT_REQUIRED, EXIT_USAGE, EXIT_PROBE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+MAX_TIMEOUT = 86400
 
 DESCRIPTION = """\
 Answer "which PyTorch distributed / precision backends can this environment use?"
@@ -72,6 +73,8 @@ exit codes:
   3  a probe or the CUDA child crashed (signal, exit without a result) or timed out
   4  internal error of the checker itself
   Precedence when several apply: 2, 4, 1, 3.
+  A closed or broken stdout (e.g. piped into head) does not change the code:
+  it still answers --require; a one-line note goes to stderr.
 
 examples:
   python check_backend_availability.py
@@ -84,10 +87,51 @@ examples:
 """ % (names, wf, caps)
 
 
+def _emit(stream, text):
+    """Write to stdout/stderr whatever state it is in; True when the text was delivered.
+
+    A stream may be closed (``>&-`` makes it None), its reader gone (``| head -c1``:
+    BrokenPipeError, then fd 1 is pointed at /dev/null so that the interpreter's final
+    flush stays quiet) or unable to encode (``PYTHONIOENCODING=ascii``, ``LC_ALL=C``,
+    undecodable file names: the streams use errors="backslashreplace", see main)."""
+    if stream is None:
+        return False
+    try:
+        stream.write(text)
+        stream.flush()
+        return True
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return False
+    except (OSError, ValueError, UnicodeError):
+        return False
+
+
+def _say(message):
+    _emit(sys.stderr, "check_backend_availability: %s\n" % message)
+
+
+def _robust_streams():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        sys.stderr.write("check_backend_availability: error: %s (see --help)\n" % message)
+        _say("error: %s (see --help)" % message)
         sys.exit(EXIT_USAGE)
+
+    def _print_message(self, message, file=None):
+        if message:
+            _emit(file or sys.stderr, message)
 
 
 def build_parser():
@@ -111,11 +155,33 @@ def build_parser():
     return p
 
 
-def _split(values):
-    out = []
+def _split(values, flag, parser, vocab):
+    """Comma/repeat-separated names -> canonical vocabulary names, in order, without repeats.
+
+    Matching ignores case and the difference between -, _ and . (``Dalle_PyTorch`` is
+    ``dalle-pytorch``); an empty name or one outside the vocabulary is a usage error."""
+    canon = {_norm(n): n for n in vocab}
+    out, bad = [], []
     for v in values:
-        out.extend(x.strip() for x in v.split(",") if x.strip())
+        parts = [x.strip() for x in v.split(",")]
+        if not any(parts):
+            parser.error("empty %s name" % flag)
+        for x in parts:
+            if not x:
+                continue
+            name = canon.get(_norm(x))
+            if name is None:
+                bad.append(x)
+            elif name not in out:
+                out.append(name)
+    if bad:
+        parser.error("unknown %s name(s): %s" % (flag, ", ".join(bad)))
     return out
+
+
+def _norm(name):
+    import re
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _scan_path(script_dir):
@@ -129,22 +195,16 @@ def _scan_path(script_dir):
 
 
 def main(argv=None):
+    _robust_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     fmt = "json" if args.json else (args.format or "text")
-    requires = _split(args.require)
-    vocab = set(TARGETS) | set(WORKFLOWS) | set(CAPABILITIES)
-    bad = [r for r in requires if r not in vocab]
-    if bad:
-        parser.error("unknown --require name(s): %s" % ", ".join(bad))
-    only = _split(args.only)
-    bad = [o for o in only if o not in TARGETS]
-    if bad:
-        parser.error("unknown --only package(s): %s" % ", ".join(bad))
-    if only and not args.probe:
+    requires = _split(args.require, "--require", parser, list(TARGETS) + list(WORKFLOWS) + list(CAPABILITIES))
+    only = _split(args.only, "--only", parser, list(TARGETS))
+    if args.only and not args.probe:
         parser.error("--only needs --probe")
-    if not (args.timeout > 0):
-        parser.error("--timeout must be > 0")
+    if not (0 < args.timeout <= MAX_TIMEOUT):  # also refuses nan and inf: a child must always end
+        parser.error("--timeout must be > 0 and <= %d seconds" % MAX_TIMEOUT)
     if args.jobs is not None and args.jobs < 1:
         parser.error("--jobs must be >= 1")
     include_cuda = args.include_cuda or any(r in CAPABILITIES for r in requires)
@@ -158,16 +218,14 @@ def main(argv=None):
             from .render import render_text
             text = render_text(report)
     except KeyboardInterrupt:
-        sys.stderr.write("check_backend_availability: interrupted\n")
+        _say("interrupted")
         return 130
     except Exception as exc:  # the checker's own bug: one line, exit 4
-        sys.stderr.write("check_backend_availability: internal error: %s: %s\n" % (type(exc).__name__, exc))
+        _say("internal error: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
         return EXIT_INTERNAL
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
+    if not _emit(sys.stdout, text):
+        _say("stdout is closed or its reader went away; report not (fully) written; exit code %d"
+             % report["exit_code"])
     return report["exit_code"]
 
 
