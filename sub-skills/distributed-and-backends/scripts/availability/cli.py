@@ -187,6 +187,12 @@ def _norm(name):
 def _scan_path(script_dir):
     path = []
     for p in sys.path:
+        # a .pth file or sitecustomize can put bytes, a pathlib.Path or None on sys.path: bytes are
+        # decoded the OS way, anything else that is not a str is left out of the scan
+        if isinstance(p, bytes):
+            p = os.fsdecode(p)
+        if not isinstance(p, str):
+            continue
         if os.path.abspath(p or ".") == script_dir:
             continue
         if p not in path:

@@ -30,6 +30,7 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+ZIP_NAME_LIMIT = 200000  # entries read from one zip archive on sys.path
 READ_LIMIT = 4 * 1024 * 1024  # bytes read from any one file; metadata and build files are far smaller
 
 
@@ -175,10 +176,19 @@ class Environment:
     def _scan_entry(self, index, entry):
         try:
             it = os.scandir(entry or ".")
-        except OSError:
+        except NotADirectoryError:  # a file: zipimport serves a zip archive on sys.path
+            self._scan_zip(index, entry)
+            return
+        except (OSError, ValueError):  # a broken link, a loop, no permission, a NUL byte
             return
         with it:
-            for de in it:
+            while True:
+                try:
+                    de = next(it)
+                except StopIteration:
+                    break
+                except OSError:  # the directory vanished or became unreadable mid-scan: keep what was read
+                    break
                 name = de.name
                 if name.endswith((".dist-info", ".egg-info")):
                     m = _DIST_RE.match(name)
@@ -214,6 +224,43 @@ class Environment:
                         continue
                     kind = "module"
                 self.modules.setdefault(mod, []).append([index, kind, de.path])
+
+    def _scan_zip(self, index, entry):
+        """Top-level modules / packages / dist-info folders of a zip archive on sys.path.
+
+        Only the central directory is read (zipfile.namelist); metadata files inside the
+        archive are not opened, so a zipped distribution's version comes from its folder name."""
+        import zipfile
+        try:
+            if not zipfile.is_zipfile(entry):
+                return
+            with zipfile.ZipFile(entry) as zf:
+                names = zf.namelist()[:ZIP_NAME_LIMIT]
+        except Exception:  # BadZipFile, OSError, EOFError, NotImplementedError...: not importable either
+            return
+        tops = {}
+        for n in names:
+            first, sep, rest = n.partition("/")
+            if first:
+                tops.setdefault(first, set())
+                if sep and rest:
+                    tops[first].add(rest)
+        for name in sorted(tops):
+            full = os.path.join(entry, name)
+            if name.endswith((".dist-info", ".egg-info")):
+                m = _DIST_RE.match(name)
+                dname, version = (m.group("name"), m.group("version") or "") if m else (name.rsplit(".", 1)[0], "")
+                dist = Dist(dname, version, full, entry, bool(tops[name]))
+                self.dists.append(dist)
+                self.by_key.setdefault(dist.key, []).append(dist)
+            elif tops[name]:
+                if name.isidentifier():
+                    init = {"__init__.py", "__init__.pyc"} & tops[name]
+                    self.modules.setdefault(name, []).append([index, "package" if init else "namespace", full])
+            else:
+                mod = _module_name(name) or (name[:-4] if name.endswith(".pyc") and name[:-4].isidentifier() else None)
+                if mod:
+                    self.modules.setdefault(mod, []).append([index, "module", full])
 
     # -- modules -------------------------------------------------------------
     def _kind(self, hit):
