@@ -299,18 +299,18 @@ class Environment:
 # build facts from plain files
 
 
-PARSE_LIMIT = 1024 * 1024  # characters; torch/version.py and DeepSpeed's build info are ~1 KB
+PARSE_LIMIT = 256 * 1024  # characters; torch/version.py and DeepSpeed's build info are ~1 KB
 
 
 def parse_assignments(text):
     """Literal module-level assignments of a Python file, without executing it."""
     out = {}
     if len(text) > PARSE_LIMIT:
-        return out
+        return _line_assignments(text)
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # malformed, NUL bytes, too deep
-        return out
+        return _line_assignments(text)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target, value = node.targets[0].id, node.value
@@ -320,6 +320,25 @@ def parse_assignments(text):
             continue
         try:
             out[target] = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+    return out
+
+
+_LINE_ASSIGN_RE = re.compile(r"^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*([^\n]{1,10000})$", re.M)
+
+
+def _line_assignments(text):
+    """Fallback for a file ast cannot take (too big, a syntax error elsewhere, too deeply nested):
+    column-0 one-line ``name = literal`` assignments, each evaluated on its own; only a name's
+    first assignment counts (a non-literal first one leaves the name out)."""
+    out, seen = {}, set()
+    for m in _LINE_ASSIGN_RE.finditer(text):
+        if m.group(1) in seen:
+            continue
+        seen.add(m.group(1))
+        try:
+            out[m.group(1)] = ast.literal_eval(m.group(2).strip())
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
     return out
