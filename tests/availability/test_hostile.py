@@ -275,3 +275,24 @@ def test_scan_survives_directory_failing_mid_iteration(monkeypatch, tmp_path):
     env = scan.Environment([str(tmp_path / "denied"), str(tmp_path / "a")])
     assert env.has_module("torch")
     assert scan._read(str(tmp_path)) is None  # a directory is not read as a file
+
+
+def test_symlinked_alias_of_one_directory_is_not_a_duplicate_install(tmp_path):
+    real = tmp_path / "real"
+    _w(real / "torch-2.0.dist-info" / "METADATA", "Name: torch\nVersion: 2.0\n")
+    _w(real / "torch" / "__init__.py", "")
+    os.symlink(real, tmp_path / "alias")
+    proc = _run("--json", env={"PYTHONPATH": os.pathsep.join([str(real), str(tmp_path / "alias")])})
+    _clean(proc, 0)
+    j = json.loads(proc.stdout)
+    assert j["duplicate_installs"] == [] and j["packages"]["torch"]["state"] == "installed"
+    assert str(tmp_path / "alias") not in j["python"]["path_scanned"]
+
+
+def test_probe_in_hostile_environment(hostile):
+    proc = _run("--probe", "--only", "triton,deepspeed,wandb", "--timeout", "20", "--json", env=hostile["env"])
+    _clean(proc, 0)
+    probes = json.loads(proc.stdout)["probes"]
+    assert probes["triton"]["status"] == "not_installed"  # its METADATA is a FIFO; no module
+    assert probes["deepspeed"]["status"] == "ok"
+    assert probes["wandb"]["status"] == "ok"  # imported from the zip on sys.path

@@ -185,7 +185,7 @@ def _norm(name):
 
 
 def _scan_path(script_dir):
-    path = []
+    path, seen = [], set()
     for p in sys.path:
         # a .pth file or sitecustomize can put bytes, a pathlib.Path or None on sys.path: bytes are
         # decoded the OS way, anything else that is not a str is left out of the scan
@@ -193,10 +193,17 @@ def _scan_path(script_dir):
             p = os.fsdecode(p)
         if not isinstance(p, str):
             continue
-        if os.path.abspath(p or ".") == script_dir:
-            continue
-        if p not in path:
+        try:
+            if os.path.abspath(p or ".") == script_dir:
+                continue
+            real = os.path.realpath(p or ".")
+        except (OSError, ValueError):
+            real = p
+        # one directory reached twice (a symlink, "dir" and "dir/"): imports only ever see the
+        # first, so scanning both would report every package in it as installed twice
+        if p not in path and real not in seen:
             path.append(p)
+            seen.add(real)
     return path
 
 
