@@ -135,7 +135,7 @@ def test_versionless_folder_and_odd_build_values(tmp_path):
     s = tmp_path
     _w(s / "torch-x.dist-info" / "METADATA", "Name: torch\nVersion: 2." + "9" * 5000 + "\n")
     _w(s / "torch" / "__init__.py", "")
-    _w(s / "torch" / "version.py", "__version__ = 5\ncuda = 12\nhip = None\n")
+    _w(s / "torch" / "version.py", "__version__ = 5\ncuda = '12.8'\nhip = None\n")
     _w(s / "accelerate-1.0.dist-info" / "METADATA", "Name: accelerate\nVersion: 1.0\n")
     _w(s / "accelerate" / "__init__.py", "")
     _w(s / "accelerate" / "utils" / "constants.py", 'FSDP2_PYTORCH_VERSION = "' + "9" * 5000 + '"\n')
@@ -296,3 +296,25 @@ def test_probe_in_hostile_environment(hostile):
     assert probes["triton"]["status"] == "not_installed"  # its METADATA is a FIFO; no module
     assert probes["deepspeed"]["status"] == "ok"
     assert probes["wandb"]["status"] == "ok"  # imported from the zip on sys.path
+
+
+def test_build_values_json_cannot_hold(tmp_path):
+    """literal_eval accepts tuple keys, sets, bytes and 1e999: the JSON stays strict (no
+    Infinity/NaN, str keys) and a non-string cuda/hip makes the flavour unknown, not 'cuda'."""
+    _w(tmp_path / "torch" / "__init__.py", "")
+    _w(tmp_path / "torch" / "version.py", "__version__ = 1e999\ncuda = -1e999\nhip = None\n")
+    _w(tmp_path / "deepspeed" / "__init__.py", "")
+    _w(tmp_path / "deepspeed" / "git_version_info_installed.py",
+       "installed_ops = {(1, 2): True, 'x': 1e999}\nversion = {1, 2}\naccelerator_name = b'\\xff'\n")
+    proc = _run("--json", env={"PYTHONPATH": str(tmp_path)})
+    _clean(proc, 0)
+
+    def no_constants(name):
+        raise AssertionError("non-standard JSON constant " + name)
+
+    j = json.loads(proc.stdout, parse_constant=no_constants)
+    t = j["packages"]["torch"]["facts"]
+    assert (t["flavour"], t["__version__"], t["cuda"]) == ("unknown", "inf", "-inf")
+    bi = j["packages"]["deepspeed"]["facts"]["build_info"]
+    assert bi == {"version": [1, 2], "installed_ops": {"(1, 2)": True, "x": "inf"}, "accelerator_name": "b'\\xff'"}
+    _clean(_run(env={"PYTHONPATH": str(tmp_path)}), 0)  # and the text table

@@ -155,6 +155,22 @@ def build_parser():
     return p
 
 
+def _jsonable(obj):
+    """Strict JSON values only: build files can hold tuple keys, sets, bytes, 1e999 (literal_eval
+    accepts them all), which json.dumps refuses or writes as non-standard Infinity / NaN."""
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else repr(obj)
+    if isinstance(obj, dict):
+        return {(k if isinstance(k, str) else repr(k)): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((_jsonable(v) for v in obj), key=repr)
+    return repr(obj) if isinstance(obj, (bytes, complex)) else str(obj)
+
+
 def _split(values, flag, parser, vocab):
     """Comma/repeat-separated names -> canonical vocabulary names, in order, without repeats.
 
@@ -226,7 +242,7 @@ def main(argv=None):
         report = run(args, include_cuda, requires, only)
         if fmt == "json":
             import json
-            text = json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
+            text = json.dumps(_jsonable(report), indent=2, sort_keys=False, allow_nan=False) + "\n"
         else:
             from .render import render_text
             text = render_text(report)

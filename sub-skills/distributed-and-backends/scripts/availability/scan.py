@@ -351,7 +351,11 @@ def torch_build(torch_dir):
         return {"flavour": "unknown", "source": "torch/version.py missing"}
     vals = parse_assignments(text)
     facts = {k: vals.get(k) for k in ("__version__", "cuda", "hip", "rocm", "xpu", "debug", "git_version")}
-    if vals.get("cuda"):
+    odd = [k for k in ("cuda", "hip", "xpu") if vals.get(k) is not None and not isinstance(vals[k], str)]
+    if odd:  # torch writes a version string or None; anything else is not a torch build file
+        flavour = "unknown"
+        facts["odd_values"] = odd
+    elif vals.get("cuda"):
         flavour = "cuda"
     elif vals.get("hip"):
         flavour = "rocm"
