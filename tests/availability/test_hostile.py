@@ -318,3 +318,27 @@ def test_build_values_json_cannot_hold(tmp_path):
     bi = j["packages"]["deepspeed"]["facts"]["build_info"]
     assert bi == {"version": [1, 2], "installed_ops": {"(1, 2)": True, "x": "inf"}, "accelerator_name": "b'\\xff'"}
     _clean(_run(env={"PYTHONPATH": str(tmp_path)}), 0)  # and the text table
+
+
+@pytest.mark.parametrize("sig,rc", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_signal_kills_hanging_probe_children(tmp_path, sig, rc):
+    import signal
+    import time
+    _w(tmp_path / "torchao-1.0.dist-info" / "METADATA", "Name: torchao\nVersion: 1.0\n")
+    mark = tmp_path / "pid"
+    _w(tmp_path / "torchao" / "__init__.py",
+       f"import os, time\nopen({str(mark)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
+    full = dict(os.environ, PYTHONPATH=str(tmp_path))
+    p = subprocess.Popen([sys.executable, "-S", str(SCRIPT), "--probe", "--only", "torchao", "--timeout", "120"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+    deadline = time.monotonic() + 30
+    while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(mark.read_text())
+    p.send_signal(getattr(signal, sig))
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == rc, err
+    assert "Traceback" not in err.decode() and len(err.decode().splitlines()) == 1, err
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):  # the hanging child did not outlive the checker
+        os.kill(child, 0)

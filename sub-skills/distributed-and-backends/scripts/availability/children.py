@@ -131,6 +131,23 @@ def run_children(jobs, timeout, parallel, path):
         results[ch.key] = res
         del running[ch.key]
 
+    try:
+        _loop(pending, running, results, sel, start, finish, parallel)
+    finally:
+        # interrupted (Ctrl-C, SIGTERM turned into SystemExit by the CLI) or failed: children run in
+        # their own sessions, so nothing else would stop a hanging one from outliving the checker
+        for ch in list(running.values()):
+            ch.kill_group()
+            try:
+                ch.proc.kill()
+                ch.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        sel.close()
+    return results
+
+
+def _loop(pending, running, results, sel, start, finish, parallel):
     while pending or running:
         while pending and len(running) < max(1, parallel):
             job = pending.pop(0)
@@ -171,5 +188,3 @@ def run_children(jobs, timeout, parallel, path):
                 ch.kill_group()
                 _close(sel, ch)
                 finish(ch)
-    sel.close()
-    return results

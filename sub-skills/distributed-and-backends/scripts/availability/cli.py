@@ -72,6 +72,7 @@ exit codes:
   2  usage error (unknown flag or --require name, bad value)
   3  a probe or the CUDA child crashed (signal, exit without a result) or timed out
   4  internal error of the checker itself
+  130, 128+N  interrupted by Ctrl-C, or by SIGTERM/SIGHUP (N); children killed first
   Precedence when several apply: 2, 4, 1, 3.
   A closed or broken stdout (e.g. piped into head) does not change the code:
   it still answers --require; a one-line note goes to stderr.
@@ -121,6 +122,25 @@ def _robust_streams():
         try:
             stream.reconfigure(errors="backslashreplace")
         except (AttributeError, ValueError, OSError):
+            pass
+
+
+class _Terminated(BaseException):
+    pass
+
+
+def _terminate_cleanly():
+    """SIGTERM / SIGHUP become an exception, so that running probe children (own sessions,
+    out of reach of the signal sent to us) are killed on the way out; exit 128 + signal."""
+    import signal
+
+    def handler(signum, _frame):
+        raise _Terminated(signum)
+
+    for sig in ("SIGTERM", "SIGHUP"):
+        try:
+            signal.signal(getattr(signal, sig), handler)
+        except (AttributeError, ValueError, OSError):  # not on this platform, or not the main thread
             pass
 
 
@@ -225,6 +245,7 @@ def _scan_path(script_dir):
 
 def main(argv=None):
     _robust_streams()
+    _terminate_cleanly()
     parser = build_parser()
     args = parser.parse_args(argv)
     fmt = "json" if args.json else (args.format or "text")
@@ -249,6 +270,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         _say("interrupted")
         return 130
+    except _Terminated as sig:
+        _say("terminated by signal %d" % sig.args[0])
+        return 128 + sig.args[0]
     except Exception as exc:  # the checker's own bug: one line, exit 4
         _say("internal error: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
         return EXIT_INTERNAL
