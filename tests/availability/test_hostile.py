@@ -342,3 +342,47 @@ def test_signal_kills_hanging_probe_children(tmp_path, sig, rc):
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):  # the hanging child did not outlive the checker
         os.kill(child, 0)
+
+
+FAKE_GPU_TORCH = '''
+import contextlib, types
+__version__ = "2.13.0"
+version = types.SimpleNamespace(cuda="12.8", hip=None)
+class _T:
+    def __mul__(self, o): return self
+    def sum(self): return self
+    def item(self): return 8.0
+def ones(*a, **k): return _T()
+def _props(i):
+    if i == 0:
+        raise RuntimeError("CUDA error: device-side assert\\nmore")
+    if i == 1:
+        return types.SimpleNamespace(name="Weird", major="x", minor=None, total_memory=1, multi_processor_count=1)
+    return types.SimpleNamespace(name="H200", major=9, minor=0, total_memory=2**30, multi_processor_count=132)
+cuda = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 3, get_device_properties=_props,
+                             device=lambda i: contextlib.nullcontext(), is_bf16_supported=lambda **k: True,
+                             synchronize=lambda: None, nccl=types.SimpleNamespace(version=lambda: (2, 27, 3)))
+'''
+
+
+def test_cuda_child_devices_with_unreadable_properties(tmp_path):
+    """A torch whose device properties raise or are not numbers (exit 4 before: KeyError 'capability')."""
+    for name, version, mod in (("torch", "2.13.0", "torch"), ("accelerate", "1.15.0", "accelerate"),
+                               ("transformer-engine", "2.5.0", "transformer_engine")):
+        _w(tmp_path / f"{mod}-{version}.dist-info" / "METADATA", f"Name: {name}\nVersion: {version}\n")
+        _w(tmp_path / mod / "__init__.py", FAKE_GPU_TORCH if mod == "torch" else "")
+    _w(tmp_path / "transformer_engine" / "pytorch" / "__init__.py", "")
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = _run("--include-cuda", "--require", "bf16,gpu", "--json", env=env)
+    _clean(proc, 1)  # bf16 unmet: two of three devices cannot say
+    j = json.loads(proc.stdout)
+    devs = j["cuda"]["devices"]
+    assert devs[0]["error"] == "RuntimeError: CUDA error: device-side assert"
+    assert devs[1]["name"] == "Weird" and "error" in devs[1]
+    assert devs[2]["capability"] == [9, 0] and devs[2]["fp8"] is True
+    assert [(r["name"], r["met"]) for r in j["requirements"]] == [("bf16", False), ("gpu", True)]
+    v = j["verdicts"]["accelerate-fp8-te"]
+    assert v["verdict"] == "unknown" and "GPU 0: RuntimeError" in v["reason"], v
+    out = _run("--include-cuda", env=env)
+    _clean(out, 0)
+    assert b"GPU 2: H200  cc 9.0" in out.stdout

@@ -284,7 +284,7 @@ def main(argv=None):
 
 def run(args, include_cuda, requires, only):
     from . import scan
-    from .verdicts import Verdicts, cuda_summary, probe_summary
+    from .verdicts import Verdicts, clean_cuda, cuda_summary, probe_summary
 
     t0 = time.perf_counter()
     script_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -331,7 +331,7 @@ def run(args, include_cuda, requires, only):
         parallel = args.jobs or max(1, min(4, os.cpu_count() or 1))
         results = run_children(jobs, args.timeout, parallel, path)
         if include_cuda:
-            cuda = results.pop("__cuda__")
+            cuda = clean_cuda(results.pop("__cuda__"))
         if probes is not None:
             probes.update(results)
     if probes is not None:

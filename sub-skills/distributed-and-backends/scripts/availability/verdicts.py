@@ -107,9 +107,12 @@ class Verdicts:
         devs = (self.cuda or {}).get("devices") or []
         if not devs:
             return ("unknown", "no device information")
+        broken = [d for d in devs if "error" in d]
+        if broken:
+            return ("unknown", "; ".join("GPU %d: %s" % (d["index"], d["error"]) for d in broken))
         if any(d.get("hip") for d in devs):
             return ("unknown", "ROCm device(s): %s is decided by the GPU architecture (%s), not by compute capability"
-                    % (feature, ", ".join(d.get("arch") or d["name"] for d in devs)))
+                    % (feature, ", ".join(str(d.get("arch") or d["name"]) for d in devs)))
         low = [d for d in devs if tuple(d["capability"]) < minimum]
         if low:
             return ("no", "%s needs compute capability >= %d.%d; %s" % (
@@ -350,6 +353,33 @@ def probe_summary(p):
     if st == "exited":
         return "exited with code %s before reporting" % p.get("returncode")
     return st or "?"
+
+
+def clean_cuda(c):
+    """The CUDA child's record with every device in the shape the verdicts and the table read.
+
+    The child runs whatever torch is installed; a device whose properties could not be read or
+    are not numbers (a broken or fake build) keeps only index, name and an "error" line."""
+    if not isinstance(c, dict):
+        return {"status": "exited", "message": "no usable record from the CUDA child"}
+    devs = c.get("devices")
+    if devs is None:
+        return c
+    out = []
+    for pos, d in enumerate(devs if isinstance(devs, list) else []):
+        d = d if isinstance(d, dict) else {"error": "device record %r" % (d,)}
+        idx = d.get("index")
+        clean = {"index": idx if isinstance(idx, int) and not isinstance(idx, bool) else pos,
+                 "name": str(d.get("name") or "unknown device")}
+        cap = d.get("capability")
+        ok_cap = (isinstance(cap, list) and len(cap) == 2
+                  and all(isinstance(x, int) and not isinstance(x, bool) for x in cap))
+        if "error" in d or not ok_cap:
+            clean["error"] = str(d.get("error") or "compute capability unreadable: %r" % (cap,))
+        else:
+            clean.update(d, index=clean["index"], name=clean["name"])
+        out.append(clean)
+    return dict(c, devices=out)
 
 
 def cuda_summary(c):
