@@ -386,3 +386,52 @@ def test_cuda_child_devices_with_unreadable_properties(tmp_path):
     out = _run("--include-cuda", env=env)
     _clean(out, 0)
     assert b"GPU 2: H200  cc 9.0" in out.stdout
+
+
+def test_unreadable_files_and_directories():
+    """chmod 000 on a sys.path entry, a METADATA, a dist-info folder and the build files.  Root reads
+    through any mode, so as root the checker runs as 'nobody' (setpriv, util-linux)."""
+    import shutil
+    import stat
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="avail-perm-"))
+    try:
+        root.chmod(0o755)
+        s = root / "site"
+        _w(s / "torch" / "__init__.py", "")
+        _w(s / "torch" / "version.py", "cuda = None\nhip = None\n")
+        _w(s / "torch-2.0.dist-info" / "METADATA", "Name: torch\nVersion: 2.0\n")
+        _w(s / "accelerate-1.0.dist-info" / "METADATA", "Name: accelerate\nVersion: 1.0\n")
+        _w(s / "accelerate" / "__init__.py", "")
+        _w(s / "deepspeed" / "__init__.py", "")
+        _w(s / "deepspeed" / "git_version_info_installed.py", "installed_ops = {'x': True}\n")
+        _w(s / "deepspeed-0.19.8.dist-info" / "METADATA", "Name: deepspeed\n")
+        (root / "denied").mkdir()
+        for p in (root / "denied", s / "torch-2.0.dist-info" / "METADATA", s / "torch" / "version.py",
+                  s / "deepspeed" / "git_version_info_installed.py", s / "accelerate-1.0.dist-info"):
+            p.chmod(0)
+        pre = ()
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            assert setpriv, "running as root needs setpriv (util-linux) to drop privileges for this test"
+            pre = (setpriv, "--reuid=65534", "--regid=65534", "--clear-groups")
+            for d in root.rglob("*"):
+                if d.is_dir() and d.stat().st_mode & 0o777:
+                    d.chmod(0o755)
+                elif d.is_file() and d.stat().st_mode & 0o777:
+                    d.chmod(0o644)
+        proc = _run("--json", env={"PYTHONPATH": os.pathsep.join([str(root / "denied"), str(s)])}, pre=pre)
+        _clean(proc, 0)
+        p = json.loads(proc.stdout)["packages"]
+        assert (p["torch"]["state"], p["torch"]["version"], p["torch"]["facts"]["flavour"]) == \
+            ("installed", "2.0", "unknown")
+        assert (p["accelerate"]["state"], p["accelerate"]["version"]) == ("installed", "1.0")
+        assert (p["deepspeed"]["state"], p["deepspeed"]["version"]) == ("installed", "0.19.8")
+        assert p["deepspeed"]["facts"]["build_info"] is None
+    finally:
+        for d in [root, *root.rglob("*")]:
+            try:
+                d.chmod(stat.S_IRWXU)
+            except OSError:
+                pass
+        shutil.rmtree(root, ignore_errors=True)
