@@ -41,6 +41,9 @@ def run_checker(*args, python_flags=(), env=None, timeout=120, script=SCRIPT) ->
 
     full_env = dict(os.environ)
     full_env.pop("PYTHONPATH", None)
+    # Block-buffered stdout in the children, as in most users' shells: a package's banner must
+    # still reach the probe's stderr_tail (os._exit in the child once skipped that flush).
+    full_env.pop("PYTHONUNBUFFERED", None)
     full_env.update(env or {})
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, *python_flags, str(script), *args], capture_output=True,

@@ -13,6 +13,13 @@ os.dup2(2, 1)
 
 
 def _emit(res):
+    # os._exit skips interpreter shutdown: flush what the package printed first, or its
+    # banner is lost whenever stdout is block-buffered (no PYTHONUNBUFFERED).
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
     _OUT.write(json.dumps(res, default=str) + "\n")
     _OUT.flush()
     os._exit(0)
