@@ -40,6 +40,23 @@ def test_consumer_decides_hjson_and_is_reported(tmp_path):
     assert p.returncode == 0 and "consumer deepspeed" in p.stdout + p.stderr
 
 
+def test_byte_order_mark_survives_file_reading(tmp_path):
+    """json.load (Accelerate, the Trainer) rejects a BOM; the CLI once stripped it while reading
+    the file, so only the loader-level tests saw it."""
+    body = '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}'
+    f = tmp_path / "ds.json"
+    f.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    p = run("--consumer", "accelerate", "--output", "json", f)
+    assert p.returncode == 1 and any(x["rule"] == "ds-json-syntax" and "bom" in x["message"] for x in findings(p))
+    assert run("--consumer", "deepspeed", f).returncode == 0
+    y = tmp_path / "acc.yaml"  # the same JSON reached through an Accelerate config
+    y.write_text(f"distributed_type: DEEPSPEED\nnum_processes: 1\ndeepspeed_config:\n  deepspeed_config_file: {f}\n")
+    p = run("--output", "json", y)
+    assert p.returncode == 1 and any(x["rule"] == "ds-json-syntax" for x in findings(p))
+    y.write_bytes(b"\xef\xbb\xbfdistributed_type: MULTI_GPU\nnum_processes: 2\n")  # YAML skips a BOM
+    assert run(y).returncode == 0
+
+
 def test_world_size_option(tmp_path):
     f = tmp_path / "ds.json"
     f.write_text('{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}')

@@ -121,23 +121,14 @@ def read_input(arg: str, stdin: Optional[TextIO]) -> Tuple[str, str, Optional[st
         else:
             s = stream.read(loader_yaml.MAX_BYTES + 1)
             raw = s.encode("utf-8", "surrogateescape") if isinstance(s, str) else s
-        return loader_yaml.decode_bytes(raw, "<stdin>"), "<stdin>", None
+        return core.decode_input(raw), "<stdin>", None
     try:
-        if os.path.isdir(arg):
-            raise InputError("is a directory, not a config file")
-        size = os.path.getsize(arg)
-        if size > loader_yaml.MAX_BYTES:
-            raise InputError(f"file is {size / (1024 * 1024):.1f} MiB, over the "
-                             f"{loader_yaml.MAX_BYTES // (1024 * 1024)} MiB input limit")
-        with open(arg, "rb") as f:
-            raw = f.read(loader_yaml.MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError("no such file (accelerate: 'The passed configuration file does not exist')") from None
-    except PermissionError:
-        raise InputError("permission denied") from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}") from None
-    return loader_yaml.decode_bytes(raw, arg), arg, os.path.abspath(arg)
+        text = core.read_input_file(arg)
+    except InputError as e:
+        if str(e) == "no such file":
+            raise InputError("no such file (accelerate: 'The passed configuration file does not exist')") from None
+        raise
+    return text, arg, os.path.abspath(arg)
 
 
 class FileResult:
@@ -254,16 +245,9 @@ def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> 
                 _related_error(res, doc, ds_file, str(e), pos)
                 return None
         try:
-            size = os.path.getsize(path)
-            if size > loader_yaml.MAX_BYTES:
-                raise InputError(f"file is over the {loader_yaml.MAX_BYTES // (1024 * 1024)} MiB input limit")
-            with open(path, "rb") as f:
-                text = loader_yaml.decode_bytes(f.read(loader_yaml.MAX_BYTES + 1), path)
+            text = core.read_input_file(path)
         except InputError as e:
             _related_error(res, doc, ds_file, str(e), pos)
-            return None
-        except OSError as e:
-            _related_error(res, doc, ds_file, f"cannot read: {e.strerror or e}", pos)
             return None
         name = ds_file if not os.path.isabs(ds_file) else path
         src = os.path.abspath(path)

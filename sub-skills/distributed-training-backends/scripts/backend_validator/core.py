@@ -72,6 +72,49 @@ class InputError(Exception):
     mapping ...). The CLI prints ``path: message`` on one line and exits 2."""
 
 
+# One input limit for every file the validator reads (a config, standard input, or the
+# DeepSpeed JSON an Accelerate config names); real configs are a few KiB.
+MAX_INPUT_BYTES = 5 * 1024 * 1024
+
+
+def decode_input(raw: bytes) -> str:
+    """UTF-8 text, or InputError for oversize, binary or non-UTF-8 bytes.
+
+    A byte-order mark is kept: YAML skips it, while a JSON loader must see it
+    (``json.load``, which Accelerate and the Trainer use, rejects it)."""
+    if len(raw) > MAX_INPUT_BYTES:
+        raise InputError(f"input is larger than the {MAX_INPUT_BYTES // (1024 * 1024)} MiB input limit")
+    if b"\x00" in raw:
+        raise InputError("binary data (NUL bytes), not a text config file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+                         "accelerate and deepspeed open config files as UTF-8") from None
+
+
+def read_input_file(path: str) -> str:
+    """Read and decode one file within MAX_INPUT_BYTES; InputError with a one-line reason."""
+    import os
+
+    try:
+        if os.path.isdir(path):
+            raise InputError("is a directory, not a config file")
+        size = os.path.getsize(path)
+        if size > MAX_INPUT_BYTES:
+            raise InputError(f"file is {size / (1024 * 1024):.1f} MiB, larger than the "
+                             f"{MAX_INPUT_BYTES // (1024 * 1024)} MiB input limit")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_INPUT_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError("no such file") from None
+    except PermissionError:
+        raise InputError("permission denied") from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}") from None
+    return decode_input(raw)
+
+
 class Doc:
     """A parsed document: plain Python data plus source positions.
 

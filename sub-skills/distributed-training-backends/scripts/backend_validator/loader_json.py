@@ -33,9 +33,9 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from .core import Doc, Finding, InputError, ScalarInfo
+from .core import MAX_INPUT_BYTES, Doc, Finding, InputError, ScalarInfo, decode_input, read_input_file
 
-MAX_BYTES = 10 * 1024 * 1024  # 10 MiB: real DeepSpeed configs are a few KiB
+MAX_BYTES = MAX_INPUT_BYTES
 MAX_DEPTH = 100  # nesting levels (objects + arrays)
 DUPLICATE_RULE = "json-duplicate-key"
 
@@ -396,32 +396,10 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
 
 
 def decode(raw: bytes) -> str:
-    """Decode file bytes as UTF-8 (InputError for binary / non-UTF-8 / oversize)."""
-    if len(raw) > MAX_BYTES:
-        raise InputError(f"file larger than {MAX_BYTES // (1024 * 1024)} MiB")
-    if b"\x00" in raw:
-        raise InputError("binary file (NUL byte) is not a JSON document")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text (invalid byte at offset {e.start})") from None
+    """Decode file bytes (see :func:`core.decode_input`; a BOM is kept and judged per consumer)."""
+    return decode_input(raw)
 
 
 def load_path(path: str, name: Optional[str] = None) -> Doc:
     """Read and parse a file; InputError when unreadable (missing, directory, too large ...)."""
-    name = name or path
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise InputError(f"file larger than {MAX_BYTES // (1024 * 1024)} MiB ({size} bytes)")
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except InputError:
-        raise
-    except IsADirectoryError:
-        raise InputError("is a directory") from None
-    except FileNotFoundError:
-        raise InputError("no such file") from None
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}") from None
-    return load_text(decode(raw), name, source_path=path)
+    return load_text(read_input_file(path), name or path, source_path=path)

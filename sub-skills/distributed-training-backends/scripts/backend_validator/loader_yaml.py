@@ -18,10 +18,10 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from .core import Doc, Finding, InputError, ScalarInfo
+from .core import MAX_INPUT_BYTES, Doc, Finding, InputError, ScalarInfo, decode_input
 
 # Limits (also stated in --help).
-MAX_BYTES = 5 * 1024 * 1024  # 5 MiB; real configs are a few KiB
+MAX_BYTES = MAX_INPUT_BYTES
 MAX_DEPTH = 100  # nesting of mappings/sequences
 MAX_NODES = 200_000  # nodes after alias expansion (alias bombs)
 
@@ -41,16 +41,8 @@ _constructor = SafeConstructor()
 
 
 def decode_bytes(raw: bytes, name: str) -> str:
-    """UTF-8 (BOM allowed) text or InputError; binary data is refused."""
-    if len(raw) > MAX_BYTES:
-        raise InputError(f"file is larger than the {MAX_BYTES // (1024 * 1024)} MiB input limit")
-    if b"\x00" in raw:
-        raise InputError("binary data (NUL bytes), not a text config file")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise InputError(f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}); "
-                         "accelerate opens config files as UTF-8") from None
+    """Kept for callers of the loader API: see :func:`core.decode_input`."""
+    return decode_input(raw)
 
 
 def _short_tag(tag: str) -> str:
