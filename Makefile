@@ -1,11 +1,17 @@
-# One-stop checks. `make test` builds .venv with the pinned packages and runs everything.
+# One-stop checks. `make test` builds .venv with the pinned packages and runs everything that
+# needs nothing outside the repository; `make test-corpus` adds the real-world config corpus.
 PY ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
+# The out-of-tree corpus of published configs (opt-in layer; CI has it beside the clone).
+CORPUS ?= ../shared/corpus
 
-.PHONY: example test venv lint bench clean
+.PHONY: help example test test-corpus venv lint bench clean
 
-example:
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+
+example: ## run the validator on a shipped example config
 	$(PY) sub-skills/distributed-training-backends/scripts/validate_backend_config.py \
 	  sub-skills/distributed-training-backends/examples/fsdp2.yaml
 
@@ -16,17 +22,21 @@ $(VENV)/.installed: requirements-test.txt
 	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps dalle-pytorch==1.6.6
 	touch $@
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed ## build .venv with the pinned packages (first run needs the package index)
 
-lint:
+lint: ## run the bundle linter
 	$(PY) scripts/check_bundle.py --root-name pytorch-distributed-training
 
-test: venv
+test: venv ## run every test that needs nothing outside the repository
 	$(VPY) -m pytest
 
-bench: venv
+test-corpus: venv ## run the corpus layer: tests on the configs in CORPUS (default ../shared/corpus)
+	@test -d "$(CORPUS)" || { echo "corpus not found at $(CORPUS): set CORPUS=PATH" >&2; exit 2; }
+	PDT_CORPUS="$(abspath $(CORPUS))" $(VPY) -m pytest -m corpus
+
+bench: venv ## print the benchmark figures (never part of the tests)
 	$(VPY) benchmarks/bench_availability.py
 	@if [ -f benchmarks/bench_validator.py ]; then $(VPY) benchmarks/bench_validator.py; fi
 
-clean:
+clean: ## remove .venv and test caches
 	rm -rf $(VENV) .pytest_cache .hypothesis

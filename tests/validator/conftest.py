@@ -2,8 +2,8 @@
 
 The validator runs in-process (it is standard library + PyYAML). accelerate,
 torch and deepspeed run only in ONE oracle subprocess per session
-(tests/oracle/accelerate_oracle.py), fed every rule example and every corpus
-config at once.
+(tests/oracle/accelerate_oracle.py), fed every rule example and generated config
+at once; the opt-in corpus layer runs a second one on the corpus (`corpus_oracle`).
 """
 from __future__ import annotations
 
@@ -133,21 +133,9 @@ def corpus_files(corpus_dir: Path):
     return files
 
 
-@pytest.fixture(scope="session")
-def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
-    """Run the oracle once on every rule example and corpus config; return {id: result}."""
-    configs = []
-    for r, label, lang, text in rule_examples:
-        configs.append({"id": f"{r.id}:{label}", "text": text, "name": example_name(lang), "cwd": str(workspace)})
-    for p in corpus_files(corpus_dir):
-        configs.append({"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name})
-    for i, (text, name) in enumerate(generated):
-        configs.append({"id": f"gen:{i}", "text": text, "name": name, "cwd": str(workspace)})
-    for cid, text, _expect, name in reviewer_set():
-        configs.append({"id": f"rev:{cid}", "text": text, "name": name, "cwd": str(workspace)})
-    for i, text in enumerate(hostile_variants()):
-        configs.append({"id": f"hos:{i}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
-    proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": True}),
+def _run_oracle(python_exe, configs, facts=True):
+    """One accelerate_oracle.py process for every config; return {id: result} plus __meta__ keys."""
+    proc = subprocess.run([python_exe, str(ORACLE)], input=json.dumps({"configs": configs, "facts": facts}),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer = json.loads(proc.stdout)
@@ -155,8 +143,31 @@ def oracle(rule_examples, workspace, corpus_dir, python_exe, generated):
     results = {r["id"]: r for r in answer["results"]}
     results["__versions__"] = answer["versions"]
     results["__patches__"] = answer["patches"]
-    results["__facts__"] = answer["facts"]
+    results["__facts__"] = answer.get("facts")
     return results
+
+
+@pytest.fixture(scope="session")
+def oracle(rule_examples, workspace, python_exe, generated):
+    """Run the oracle once on every rule example and in-repo config set; return {id: result}."""
+    configs = []
+    for r, label, lang, text in rule_examples:
+        configs.append({"id": f"{r.id}:{label}", "text": text, "name": example_name(lang), "cwd": str(workspace)})
+    for i, (text, name) in enumerate(generated):
+        configs.append({"id": f"gen:{i}", "text": text, "name": name, "cwd": str(workspace)})
+    for cid, text, _expect, name in reviewer_set():
+        configs.append({"id": f"rev:{cid}", "text": text, "name": name, "cwd": str(workspace)})
+    for i, text in enumerate(hostile_variants()):
+        configs.append({"id": f"hos:{i}", "text": text, "name": "config.yaml", "cwd": str(workspace)})
+    return _run_oracle(python_exe, configs)
+
+
+@pytest.fixture(scope="session")
+def corpus_oracle(corpus_dir, python_exe):
+    """The oracle on every corpus config (opt-in corpus layer); ids are corpus:<folder>/<name>."""
+    configs = [{"id": f"corpus:{p.parent.name}/{p.name}", "path": str(p), "name": p.name}
+               for p in corpus_files(corpus_dir)]
+    return _run_oracle(python_exe, configs, facts=False)
 
 
 @pytest.fixture(scope="session")

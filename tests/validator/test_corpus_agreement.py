@@ -1,5 +1,6 @@
 """Corpus agreement: the validator's error verdict vs accelerate 1.15.0's verdict (the oracle) for
-every config in ../shared/corpus/accelerate and every accelerate YAML in ../shared/corpus/broken.
+every config in the corpus's accelerate/ folder and every accelerate YAML in its broken/ folder
+(opt-in corpus layer: PDT_CORPUS).
 
 Categories:
   agree-accept      no validator error, accelerate accepts
@@ -22,10 +23,10 @@ def _classify(has_error, res):
     return "false-positive" if has_error else "agree-accept"
 
 
-def test_corpus_agreement(oracle, corpus_dir, run_validator, helpers, capsys):
+def test_corpus_agreement(corpus_oracle, corpus_dir, run_validator, helpers, capsys):
     rows = []
     for p in helpers.corpus_files(corpus_dir):
-        res = oracle[f"corpus:{p.parent.name}/{p.name}"]
+        res = corpus_oracle[f"corpus:{p.parent.name}/{p.name}"]
         try:
             text = p.read_text(encoding="utf-8")
             vres = run_validator(text, p.name, p.parent)

@@ -2,7 +2,8 @@
 
 The validator runs in-process. deepspeed, accelerate and torch run only in two oracle
 subprocesses per session, each fed every job at once:
-tests/oracle/deepspeed_oracle.py (rule examples + corpus JSONs, per consumer) and
+tests/oracle/deepspeed_oracle.py (rule examples, edge cases, review set; the opt-in corpus layer
+adds one more for the corpus JSONs per consumer and their mutations) and
 tests/oracle/accelerate_oracle.py (cross-file examples: YAML + JSON through accelerate launch).
 """
 from __future__ import annotations
@@ -66,9 +67,9 @@ def _run(script: Path, payload, timeout=170):
 
 
 @pytest.fixture(scope="session")
-def ds_oracle(corpus_dir, tmp_path_factory):
-    """Results keyed by job id: rule examples ("rule|fails|consumer") and corpus files
-    ("corpus|<name>|<consumer>")."""
+def ds_oracle(tmp_path_factory):
+    """Results keyed by job id: rule examples ("rule|fails"), edge cases, cross-file world sizes and
+    the review set. The corpus jobs run in `ds_corpus_oracle` (opt-in corpus layer)."""
     jobs = []
     for rid, r in ds_rules().items():
         ex = ds_examples.parse(r.doc)
@@ -76,12 +77,19 @@ def ds_oracle(corpus_dir, tmp_path_factory):
         for kind in ("fails", "passes"):
             jobs.append({"id": f"{rid}|{kind}", "text": ex[kind]["json"], "consumer": cons,
                          "world_size": ex["world_size"], "effect": ex["effect"] if kind == "fails" else None})
+    jobs += ds_edge_cases.edge_jobs() + xf_world_jobs() + review_jobs()
+    return {r["id"]: r for r in _run(DS_ORACLE, jobs)}
+
+
+@pytest.fixture(scope="session")
+def ds_corpus_oracle(corpus_dir):
+    """Corpus files under each consumer ("corpus|<name>|<consumer>") and their seeded mutations."""
+    jobs = []
     for p in corpus_ds_files(corpus_dir):
         text = p.read_text(encoding="utf-8", errors="replace")
         for cons in ("deepspeed", "accelerate", "transformers"):
             jobs.append({"id": f"corpus|{p.name}|{cons}", "text": text, "consumer": cons, "world_size": None})
-    jobs += ds_edge_cases.edge_jobs() + mutation_jobs(corpus_dir)
-    jobs += xf_world_jobs() + review_jobs()
+    jobs += mutation_jobs(corpus_dir)
     return {r["id"]: r for r in _run(DS_ORACLE, jobs)}
 
 

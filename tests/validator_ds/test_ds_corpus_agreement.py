@@ -20,7 +20,7 @@ def _row(fs, oracle):
     return "false-error" if v_err else "missed"
 
 
-def test_ds_corpus_agreement(corpus_dir, ds_oracle, capsys):
+def test_ds_corpus_agreement(corpus_dir, ds_corpus_oracle, capsys):
     from backend_validator.core import InputError
     files = corpus_ds_files(corpus_dir)
     assert len(files) >= 100
@@ -33,7 +33,7 @@ def test_ds_corpus_agreement(corpus_dir, ds_oracle, capsys):
                 fs, cons = validate_json(text, consumer=forced, world_size=1, name=p.name)
             except InputError:
                 fs, cons = None, forced or "deepspeed"
-            o = ds_oracle[f"corpus|{p.name}|{cons}"]
+            o = ds_corpus_oracle[f"corpus|{p.name}|{cons}"]
             cell = _row(fs, o)
             table.setdefault(forced or "auto", {}).setdefault(cons, {}).setdefault(cell, 0)
             table[forced or "auto"][cons][cell] += 1

@@ -35,12 +35,12 @@ def test_edge_cases_agree(ds_oracle):
     assert not bad, bad
 
 
-def test_mutations(ds_oracle, corpus_dir, capsys):
+def test_mutations(ds_corpus_oracle, corpus_dir, capsys):
     jobs = mutation_jobs(corpus_dir)
     counts = {"agree": 0, "stricter-engine-not-run": 0, "missed": 0}
     false_errors, missed = [], []
     for job in jobs:
-        o = ds_oracle[job["id"]]
+        o = ds_corpus_oracle[job["id"]]
         v_err, rules = _verdict(job)
         o_rej = o["verdict"] == "reject"
         if v_err == o_rej:
