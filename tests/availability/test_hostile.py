@@ -320,8 +320,16 @@ def test_build_values_json_cannot_hold(tmp_path):
     _clean(_run(env={"PYTHONPATH": str(tmp_path)}), 0)  # and the text table
 
 
-@pytest.mark.parametrize("sig,rc", [("SIGTERM", 143), ("SIGINT", 130)])
-def test_signal_kills_hanging_probe_children(tmp_path, sig, rc):
+def _ignore_sigint():
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig,rc,inherit_ignored", [("SIGTERM", 143, False), ("SIGINT", 130, False),
+                                                     ("SIGINT", 130, True)])
+def test_signal_kills_hanging_probe_children(tmp_path, sig, rc, inherit_ignored):
+    """inherit_ignored: started by a parent that ignores SIGINT (nohup, `cmd &` in a script) -- Python
+    then installs no KeyboardInterrupt handler of its own, so the checker must install it itself."""
     import signal
     import time
     _w(tmp_path / "torchao-1.0.dist-info" / "METADATA", "Name: torchao\nVersion: 1.0\n")
@@ -330,7 +338,8 @@ def test_signal_kills_hanging_probe_children(tmp_path, sig, rc):
        f"import os, time\nopen({str(mark)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
     full = dict(os.environ, PYTHONPATH=str(tmp_path))
     p = subprocess.Popen([sys.executable, "-S", str(SCRIPT), "--probe", "--only", "torchao", "--timeout", "120"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full,
+                         preexec_fn=_ignore_sigint if inherit_ignored else None)
     deadline = time.monotonic() + 30
     while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -435,3 +444,48 @@ def test_unreadable_files_and_directories():
             except OSError:
                 pass
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("args,wanted", [
+    (["--require", "deepsped"], "deepsped (did you mean deepspeed?)"),
+    (["--require", "acelerate-fsdp2,bf16"], "acelerate-fsdp2 (did you mean accelerate-fsdp2?)"),
+    (["--probe", "--only", "torhc"], "torhc (did you mean torch?)"),
+    (["--require", "zzzz"], "unknown --require name(s): zzzz (see --help)"),
+])
+def test_unknown_names_suggest_the_closest(args, wanted, tmp_path):
+    proc = _run(*args, env={"PYTHONPATH": str(tmp_path)})
+    err = _clean(proc, 2)
+    assert wanted in err, err
+
+
+def test_nothing_installed_says_to_use_the_training_interpreter(tmp_path):
+    text = _run(env={"PYTHONPATH": str(tmp_path)})
+    out = text.stdout.decode()
+    assert text.returncode == 0 and "advice: none of the" in out and "training environment's interpreter" in out
+    doc = json.loads(_run("--json", env={"PYTHONPATH": str(tmp_path)}).stdout)
+    assert len(doc["advice"]) == 1 and sys.executable in doc["advice"][0]
+    # one tracked package present: no advice
+    _w(tmp_path / "deepspeed-0.19.8.dist-info" / "METADATA", "Name: deepspeed\nVersion: 0.19.8\n")
+    _w(tmp_path / "deepspeed" / "__init__.py", "")
+    doc = json.loads(_run("--json", env={"PYTHONPATH": str(tmp_path)}).stdout)
+    assert doc["advice"] == []
+
+
+def test_long_reasons_wrap_in_text_mode(tmp_path):
+    """Verdict reasons run to several hundred characters; text mode wraps them at 100 columns with
+    continuation lines under the reason column, and the JSON keeps each reason whole."""
+    from importlib import import_module
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        render = import_module("availability.render")
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    reason = "word " * 60 + "end"
+    block = render._row("  %-27s %-8s " % ("accelerate-fsdp2", "no"), reason)
+    lines = block.splitlines()
+    assert len(lines) >= 3 and all(len(ln) <= render.WIDTH for ln in lines), lines
+    assert all(ln.startswith(" " * 39) and ln[39] != " " for ln in lines[1:])
+    assert " ".join(ln.strip() for ln in lines).endswith(" ".join(reason.split()))
+    out = _run(env={"PYTHONPATH": str(tmp_path)}).stdout.decode()
+    verdicts = out.split("VERDICTS", 1)[1].split("\nexit code", 1)[0]
+    assert max(len(ln) for ln in verdicts.splitlines()) <= render.WIDTH

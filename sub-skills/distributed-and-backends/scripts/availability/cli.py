@@ -64,7 +64,8 @@ JSON document (--json): schema_version, checker, python, host, packages
   notes}, conflicts, duplicate_installs, nccl_wheels, torch_backend_plugins,
   probes {name: status, module, exception, message, signal, timeout, ...}
   (with --probe), cuda (with --include-cuda), verdicts {workflow: verdict,
-  reason, question}, requirements [{name, met, detail}], crashed, exit_code.
+  reason, question}, requirements [{name, met, detail}], crashed, advice
+  (lines such as: rerun with the training environment's interpreter), exit_code.
 
 exit codes:
   0  ran; every --require'd item met (or none given)
@@ -131,15 +132,20 @@ class _Terminated(BaseException):
 
 def _terminate_cleanly():
     """SIGTERM / SIGHUP become an exception, so that running probe children (own sessions,
-    out of reach of the signal sent to us) are killed on the way out; exit 128 + signal."""
+    out of reach of the signal sent to us) are killed on the way out; exit 128 + signal.
+
+    SIGINT is installed explicitly too: a parent that ignored SIGINT (`nohup`, a background job
+    of a non-interactive shell) passes SIG_IGN on, and Python then installs no KeyboardInterrupt
+    handler, so a later SIGINT would leave the checker and its children running."""
     import signal
 
     def handler(signum, _frame):
         raise _Terminated(signum)
 
-    for sig in ("SIGTERM", "SIGHUP"):
+    wanted = [("SIGTERM", handler), ("SIGHUP", handler), ("SIGINT", signal.default_int_handler)]
+    for sig, func in wanted:
         try:
-            signal.signal(getattr(signal, sig), handler)
+            signal.signal(getattr(signal, sig), func)
         except (AttributeError, ValueError, OSError):  # not on this platform, or not the main thread
             pass
 
@@ -211,8 +217,15 @@ def _split(values, flag, parser, vocab):
             elif name not in out:
                 out.append(name)
     if bad:
-        parser.error("unknown %s name(s): %s" % (flag, ", ".join(bad)))
+        parser.error("unknown %s name(s): %s" % (flag, ", ".join(_with_suggestion(x, canon) for x in bad)))
     return out
+
+
+def _with_suggestion(name, canon):
+    """'deepsped' -> 'deepsped (did you mean deepspeed?)' when a vocabulary name is close."""
+    import difflib
+    close = difflib.get_close_matches(_norm(name), list(canon), n=1, cutoff=0.6)
+    return "%s (did you mean %s?)" % (name, canon[close[0]]) if close else name
 
 
 def _norm(name):
@@ -280,6 +293,15 @@ def main(argv=None):
         _say("stdout is closed or its reader went away; report not (fully) written; exit code %d"
              % report["exit_code"])
     return report["exit_code"]
+
+
+def _advice(packages):
+    """Lines for a human: today only the wrong-interpreter case (nothing tracked is installed)."""
+    if packages and all(rec["state"] == "not_installed" for rec in packages.values()):
+        return ["none of the %d tracked packages is installed for %s: rerun the checker with the training "
+                "environment's interpreter, e.g. /path/to/venv/bin/python check_backend_availability.py"
+                % (len(packages), sys.executable or "this interpreter")]
+    return []
 
 
 def run(args, include_cuda, requires, only):
@@ -377,6 +399,7 @@ def run(args, include_cuda, requires, only):
     if cuda is not None and cuda.get("status") in ("killed", "timed_out", "exited"):
         crashed.append("cuda child: %s" % cuda_summary(cuda))
     report["crashed"] = crashed
+    report["advice"] = _advice(packages)
 
     if any(not r["met"] for r in req_out):
         code = EXIT_REQUIRED

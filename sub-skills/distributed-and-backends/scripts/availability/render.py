@@ -1,6 +1,18 @@
 """Readable text table for the report (the default output)."""
 
+import textwrap
+
 from .verdicts import cuda_summary, probe_summary
+
+WIDTH = 100  # text mode wraps long reasons at this column, continuation lines under the reason
+
+
+def _row(prefix, text):
+    """prefix + text, wrapped at WIDTH with continuation lines aligned under the text."""
+    lines = textwrap.wrap(text, max(40, WIDTH - len(prefix)), break_long_words=False, break_on_hyphens=False)
+    if not lines:
+        return prefix.rstrip()
+    return "\n".join([prefix + lines[0]] + [" " * len(prefix) + ln for ln in lines[1:]])
 
 
 def _detail(name, rec):
@@ -95,16 +107,19 @@ def render_text(r):
     w("")
     w("VERDICTS (yes = prerequisites met and a suitable GPU seen)")
     for wid, v in r["verdicts"].items():
-        w("  %-27s %-8s %s" % (wid, v["verdict"], v["reason"]))
+        w(_row("  %-27s %-8s " % (wid, v["verdict"]), v["reason"]))
     if r["requirements"]:
         w("")
         w("REQUIRED")
         for q in r["requirements"]:
-            w("  %-27s %-8s %s" % (q["name"], "met" if q["met"] else "UNMET", q["detail"]))
+            w(_row("  %-27s %-8s " % (q["name"], "met" if q["met"] else "UNMET"), q["detail"]))
     if r["crashed"]:
         w("")
         for line in r["crashed"]:
             w("crashed/timed out: %s" % line)
+    for line in r.get("advice") or []:
+        w("")
+        w(_row("advice: ", line))
     w("")
     w("exit code %d" % r["exit_code"])
     return "\n".join(out) + "\n"
