@@ -157,13 +157,14 @@ def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]
 
 @pytest.fixture(scope="session")
 def merge_run(tmp_path_factory, examples) -> dict:
-    """dcp_shards.py on 2 ranks, then `accelerate merge-weights` on its folder and on the root."""
+    """dcp_shards.py on 2 ranks, then `accelerate merge-weights` on its folder, on the checkpoint root
+    and on a path that does not exist."""
     tmp = tmp_path_factory.mktemp("dcp")
     proc = launch("dcp_shards", tmp, MULTI_CPU, examples["dcp"], ["--out", str(tmp)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     env = sandbox_env(tmp / "sandbox-merge", use_cpu=False)
     runs = {}
-    for name, src in (("folder", tmp / "pytorch_model_fsdp_0"), ("root", tmp)):
+    for name, src in (("folder", tmp / "pytorch_model_fsdp_0"), ("root", tmp), ("missing", tmp / "no-such-ckpt")):
         start = time.monotonic()
         runs[name] = subprocess.run([accelerate_exe(), "merge-weights", str(src), str(tmp / f"merged_{name}")],
                                     cwd=tmp, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)

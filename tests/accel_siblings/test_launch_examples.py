@@ -156,3 +156,9 @@ def test_merge_weights_on_a_two_rank_dcp_folder(merge_run):
         assert np.array_equal(merged[key], reference[key])
     root = merge_run["runs"]["root"]  # the checkpoint root instead of pytorch_model_fsdp_0
     assert root.returncode != 0 and "metadata" in root.stderr
+    # No path gets the hint naming pytorch_model_fsdp_0: merge_fsdp_weights builds it only when the
+    # path is missing, and then its sub-folder cannot exist either (checkpointing.md says so).
+    missing = merge_run["runs"]["missing"]
+    assert missing.returncode != 0 and "couldn't find a valid metadata file" in missing.stderr
+    for run in (root, missing):
+        assert "pytorch_model_fsdp_0" not in run.stderr.replace(str(merge_run["dir"]), "<dir>")

@@ -213,6 +213,17 @@ def test_readme_and_script_line_mentions(all_docs_text, repo_facts):
     assert "dalle_pytorch/__init__.py` line 4" in text
 
 
+def test_readme_quotes_are_verbatim(all_docs_text, repo_facts):
+    """A backticked quote right after "README line N" is that whole line (a shell prompt "$ "
+    dropped), so a shortened or reworded command cannot pass as a quotation."""
+    text = flat(all_docs_text)
+    readme = repo_facts["README.md"]["selected_lines"]
+    quotes = re.findall(r"README line (\d+)(?::| shows(?: the)?(?: [a-z]+)?) `([^`]+)`", text)
+    assert quotes, "no README quotation found"
+    for n, quoted in quotes:
+        assert quoted == readme[n].strip().removeprefix("$ "), (n, quoted, readme[n])
+
+
 def test_issue_numbers_were_read(all_docs_text, upstream_facts):
     read = upstream_facts["issues_read"]
     own = set(read["lucidrains/DALLE-pytorch"])
