@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import inspect
 import io
 import json
 import os
@@ -404,8 +405,18 @@ if not HIDE:
 
     fake = types.SimpleNamespace(fp16_enabled=lambda: True, bfloat16_enabled=lambda: False,
                                  _assert_valid_mixed_precision_config=lambda: None)
-    OUT["accelerator"] = get_accelerator()._name
-    OUT["fp16_sanity_check"] = capture(lambda: DeepSpeedEngine._do_sanity_check(fake))[0]
+    acc = get_accelerator()
+    OUT["accelerator"] = acc._name
+    # The CPU accelerator accepts fp16 where oneDNN has fp16 kernels (AVX512-FP16 / AMX-FP16 CPUs):
+    # record what this CPU says, then run the check as a CPU without them answers.
+    OUT["fp16_supported_here"] = bool(acc.is_fp16_supported())
+    real_check = acc.is_fp16_supported
+    acc.is_fp16_supported = lambda: False
+    try:
+        OUT["fp16_sanity_check"] = capture(lambda: DeepSpeedEngine._do_sanity_check(fake))[0]
+    finally:
+        acc.is_fp16_supported = real_check
+    OUT["fp16_check_source"] = inspect.getsource(type(acc).is_fp16_supported) if acc._name == "cpu" else ""
 
     # plain `python` start: no launcher variables -> MPI discovery
     saved_env = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
