@@ -135,3 +135,16 @@ def test_precommit_runs_the_hooks_from_a_clone(tmp_path):
     assert envs, list((tmp_path / "pc-home").glob("*/*"))
     v = subprocess.run([str(envs[0]), "--version"], capture_output=True, text=True, timeout=60)
     assert v.stdout.startswith(f"validate_backend_config.py {VERSION} "), v.stdout + v.stderr
+
+
+def test_packaged_modules_parse_with_the_oldest_python_pyproject_allows():
+    """requires-python in pyproject.toml is honest about syntax (the grammar of that version)."""
+    import ast
+    m = re.search(r'^requires-python = ">=3\.(\d+)"$', (REPO / "pyproject.toml").read_text(), re.M)
+    assert m, "pyproject.toml states requires-python"
+    minor = int(m.group(1))
+    pkg = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "backend_validator"
+    files = sorted(pkg.rglob("*.py"))
+    assert len(files) > 10
+    for f in files:
+        ast.parse(f.read_text(encoding="utf-8"), filename=str(f), feature_version=(3, minor))
