@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from . import core
 from .core import Context, Doc, Finding, InputError, Options, run_rules
-from . import loader_yaml
+from . import formats, loader_yaml
 
-VERIFIED_AGAINST = "accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, PyYAML 6.0"
+from .version import VERIFIED_AGAINST, version_line  # versions live in version.py / VERSION
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -326,7 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="config file(s); '-' reads standard input")
     p.add_argument("--format", choices=("auto", "accelerate", "deepspeed"), default="auto",
                    help="kind of config (default: auto-detect by content)")
-    p.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+    p.add_argument("--output", choices=("text", "json") + formats.CHOICES, default="text",
+                   help="output format (default text); sarif: SARIF 2.1.0 for code scanning; "
+                        "github: GitHub Actions ::error/::warning annotations")
+    p.add_argument("--version", action="version", version=version_line("validate_backend_config.py"))
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
     p.add_argument("--check-imports", action="store_true",
@@ -404,7 +407,9 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     n_info = sum(f.severity == "info" for f in findings)
     input_errors = [{"file": r.name, "message": r.input_error} for r in results if r.input_error]
 
-    if args.output == "json":
+    if args.output in formats.CHOICES:
+        formats.write(args.output, out, findings, input_errors)
+    elif args.output == "json":
         doc = {
             "tool": "validate_backend_config.py",
             "verified_against": VERIFIED_AGAINST,
