@@ -232,7 +232,7 @@ def test_agreement_on_rule_examples_and_mutations():
 
 
 def test_agreement_on_corpus(corpus_dir):
-    """Opt-in corpus layer: the real-world configs in ../shared/corpus."""
+    """Opt-in corpus layer: the real-world configs in the corpus named by PDT_CORPUS."""
     t = Tally()
     for root, _dirs, files in os.walk(corpus_dir):
         for f in sorted(files):
