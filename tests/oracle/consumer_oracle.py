@@ -13,7 +13,8 @@ Stages (accelerate 1.15.0, deepspeed 0.19.8; transformers is not installed, see 
 
 * accelerate - the YAML (and the JSON its deepspeed_config_file names, written beside it in the
   launch directory) goes through tests/oracle/accelerate_oracle.py::run_one (load, launch argument
-  merge, prepare_deepspeed_cmd_env); in the environment it produces: ``DeepSpeedPlugin()``
+  merge, prepare_deepspeed_cmd_env, and the Accelerator.__init__ checks it replays); in the environment
+  it produces: ``DeepSpeedPlugin()``
   (``post_init``), ``set_mixed_precision(ACCELERATE_MIXED_PRECISION)`` as AcceleratorState does
   (``state``), then the ``Accelerator._prepare_deepspeed`` fill replayed with the kwargs it computes
   for a dataloader of batch 4, one process, a model whose ``config.hidden_size`` is 8, and
@@ -256,7 +257,7 @@ def run_job(job, acc_oracle):
             with open(ypath, "w", encoding="utf-8") as f:
                 f.write(job["yaml"])
             launched = acc_oracle.run_one({"id": job["id"], "path": ypath, "cwd": d})
-            if launched["verdict"] != "accept" and launched["stage"] in ("load", "launch", "env"):
+            if launched["verdict"] != "accept" and launched["stage"] in ("load", "launch", "env", "accelerator"):
                 res.update(verdict="reject", stage=launched["stage"], message=launched["message"])
                 return res
             env = dict(_clean_env(), **launched["env"])

@@ -36,7 +36,6 @@ PROBES = {
     "acc-machine-rank-out-of-range": lambda r: int(r["args"]["node_rank"]) >= int(r["args"]["nnodes"]),
     "acc-num-processes-ignored": lambda r: r.get("launcher") == "simple" and "torchrun" not in str(r.get("cmd"))
     and len(r.get("cmd") or []) == 2,
-    "acc-ds-offload-auto": lambda r: _pl(r, "deepspeed")["zero_model"]["offload_optimizer"] == "none",
     "acc-fp8-key-other-backend": lambda r: _pl(r, "fp8")["backend"] == "AO" and "fp8_format" not in _pl(r, "fp8")
     and _env(r).get("ACCELERATE_FP8_FORMAT") == "E4M3",
     "acc-fsdp-wrap-key-ignored": lambda r: _pl(r, "fsdp")["auto_wrap_policy"] is None

@@ -112,6 +112,8 @@ def model_run(job, meta):
                 out["post_init"] = _norm(copy.deepcopy(cfg))
             M.set_mixed_precision(cfg, mp)
             out["state"] = _norm(copy.deepcopy(cfg))
+            if job["consumer"] == "accelerate":
+                M.accelerator_checks(yaml.safe_load(meta["yaml"]))
             if job["consumer"] == "transformers":
                 M.trainer_finalize(cfg, args, mism)
                 if "optimizer" not in cfg:
@@ -271,3 +273,52 @@ def test_transformers_facts_are_the_models_facts():
     # every key the Trainer or Accelerate fills is one the validator treats as fillable
     filled = set(M.TRAINER_MATCH) | set(M.TRAINER_FILL_ONLY) | set(M.TRAINER_FILL_ONLY_ZERO3)
     assert filled - {"amp.enabled", "amp.opt_level"} <= set(D.TRANSFORMERS_AUTO_KEYS)
+
+
+# Refusals that depend on what the validator cannot see: TrainingArguments values the Trainer
+# compares with explicit JSON values (and its --fp16/--bf16 against the JSON's precision).
+ARGUMENT_DEPENDENT = ("trainer_config_finalize", "mixed_precision")
+# Rules whose refusal happens in deepspeed.initialize / the first step, which this oracle does not
+# run for plain DeepSpeed (tests/oracle/deepspeed_oracle.py runs the engine for them).
+ENGINE_TIME = {"ds-auto-unsupported", "ds-scheduler-params"}
+
+
+def _validator_errors(job, tmp_path):
+    from backend_validator import cli, core
+    d = tmp_path / job["id"].replace("|", "-")
+    d.mkdir()
+    if job.get("json") is not None:
+        (d / "ds_config.json").write_text(job["json"], encoding="utf-8")
+    if job["consumer"] == "accelerate":
+        (d / "config.yaml").write_text(job["yaml"], encoding="utf-8")
+        res = cli.validate_text(job["yaml"], "config.yaml", options=core.Options(cwd=str(d)),
+                                source_path=str(d / "config.yaml"))
+    else:
+        res = cli.validate_text(job["json"], "ds_config.json", "deepspeed",
+                                core.Options(cwd=str(d), consumer=job["consumer"], world_size=1))
+    return sorted({f.rule for f in res.findings if f.severity == "error"})
+
+
+def test_validator_verdicts_agree_with_the_consumers(grid, real, tmp_path):
+    """On the grid the validator reports an error exactly when the real consumer refuses the
+    config (Accelerate YAML without / with deepspeed_config_file, the Trainer), counting the
+    script's torch optimizer being refused (legacy cpu_offload) or crashing prepare()
+    (offload_optimizer null). Plain DeepSpeed: every refusal is an error (engine-time errors
+    come on top)."""
+    from backend_validator import cli
+    cli._rules_loaded()
+    bad, n = [], 0
+    for job, _meta in grid:
+        r = real[job["id"]]
+        co = r.get("client_optimizer") or {}
+        refused = r["verdict"] != "accept" or bool(co.get("engine_refuses")) or "swap_error" in co
+        if job["consumer"] == "transformers" and r["stage"] in ARGUMENT_DEPENDENT:
+            continue
+        errs = _validator_errors(job, tmp_path)
+        n += 1
+        if job["consumer"] == "deepspeed" and not refused and set(errs) <= ENGINE_TIME:
+            continue
+        if bool(errs) != refused:
+            bad.append((job["id"], r["stage"], r["message"][:160], co, errs, job.get("json") or job.get("yaml")))
+    assert n >= 250
+    assert not bad, json.dumps(bad[:5], indent=1, default=str)

@@ -151,6 +151,19 @@ def accelerate_config(acc_yaml: Dict, ds_json: Optional[Dict]) -> Tuple[Dict, st
     return plugin_config(launch_fields(block), ds_json), mp_s
 
 
+def accelerator_checks(acc_yaml: Dict) -> None:
+    """Accelerator.__init__ reads ACCELERATE_GRADIENT_ACCUMULATION_STEPS with int() (after the
+    plugin and AcceleratorState exist)."""
+    block = acc_yaml.get("deepspeed_config") if isinstance(acc_yaml.get("deepspeed_config"), dict) else {}
+    v = block.get("gradient_accumulation_steps")
+    if v is None:
+        return
+    try:
+        int(str(v))
+    except ValueError as e:
+        raise Refused("accelerator", f"ValueError: {e}") from None
+
+
 def plugin_config(fields: Dict[str, Any], ds_json: Optional[Dict]) -> Dict:
     """The dict DeepSpeedPlugin.__post_init__ leaves in ``deepspeed_config``."""
     if ds_json is None:

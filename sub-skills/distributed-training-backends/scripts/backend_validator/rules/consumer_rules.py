@@ -1,0 +1,90 @@
+"""What Accelerate (and the Trainer, which uses Accelerate's plugin) does with the script's own
+optimizer when the DeepSpeed JSON has no ``optimizer`` block (family ``deepspeed``).
+
+``Accelerator._prepare_deepspeed`` looks only at the new-style key
+``zero_optimization.offload_optimizer.device``: when it is not "none" (and
+``zero_force_ds_cpu_optimizer`` is not false) it swaps the torch optimizer for
+DeepSpeedCPUAdam. DeepSpeed itself also reads the legacy ``cpu_offload`` flag. The model
+of both is backend_validator/consumer_model.py::client_optimizer_refused, checked against the
+real objects in tests/validator_ds/test_consumer_model.py.
+"""
+from __future__ import annotations
+
+from .. import consumer_model as M
+from ..core import Context, rule
+
+SRC_PREPARE = "accelerate/accelerator.py::Accelerator._prepare_deepspeed"
+
+
+def _client_optimizer(ctx: Context) -> bool:
+    """The script hands over its own optimizer: the JSON has no optimizer block."""
+    return isinstance(ctx.doc.data, dict) and "optimizer" not in ctx.doc.data
+
+
+@rule(id="ds-legacy-offload-client-optimizer", severity="error", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="legacy cpu_offload with the script's optimizer: Accelerate does not swap it, DeepSpeed refuses it",
+      source="deepspeed/runtime/engine.py::DeepSpeedEngine._configure_optimizer")
+def legacy_offload_client_optimizer(ctx: Context):
+    """Accelerate swaps a torch optimizer for DeepSpeedCPUAdam only when
+    ``offload_optimizer.device`` asks for offload; the legacy ``cpu_offload: true`` turns the same
+    offload on inside DeepSpeed without that swap, and DeepSpeed raises ZeRORuntimeException
+    ("ZeRO-Offload with a client provided optimizer"). The Trainer, without an optimizer block,
+    passes its own AdamW the same way.
+
+    Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "cpu_offload": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    """
+    if not _client_optimizer(ctx):
+        return
+    z = ctx.doc.get(("zero_optimization",))
+    if not isinstance(z, dict) or not z.get("cpu_offload") or z.get("cpu_offload") == "auto":
+        return
+    if M.client_optimizer_refused(ctx.doc.data):
+        yield ctx.report(("zero_optimization", "cpu_offload"), "legacy 'cpu_offload' turns on optimizer offload, but "
+                         f"{ctx.consumer} swaps the script's torch optimizer for DeepSpeedCPUAdam only when "
+                         "offload_optimizer.device is set, so DeepSpeed refuses the client optimizer "
+                         "(ZeRORuntimeException)", "replace it with \"offload_optimizer\": {\"device\": \"cpu\"}")
+
+
+@rule(id="ds-offload-optimizer-null", severity="error", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="offload_optimizer: null with the script's optimizer crashes Accelerate's prepare()",
+      source=SRC_PREPARE)
+def offload_optimizer_null(ctx: Context):
+    """DeepSpeed treats ``"offload_optimizer": null`` as absent, but ``Accelerator._prepare_deepspeed``
+    reads ``zero_optimization.get("offload_optimizer", {}).get("device", ...)`` when the script passes
+    its own optimizer, and ``None.get`` raises AttributeError.
+
+    Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": null}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}
+    ```
+    """
+    if not _client_optimizer(ctx):
+        return
+    z = ctx.doc.get(("zero_optimization",))
+    if isinstance(z, dict) and "offload_optimizer" in z and z["offload_optimizer"] is None:
+        yield ctx.report(("zero_optimization", "offload_optimizer"), "'offload_optimizer' is null: with the script's "
+                         "own optimizer, accelerator.prepare() calls .get on it and raises AttributeError",
+                         "remove the key or write {\"device\": \"none\"}")
