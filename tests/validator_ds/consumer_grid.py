@@ -27,16 +27,20 @@ YAML_AXES = {
 
 # DeepSpeed JSON named by deepspeed_config_file / given to the Trainer / to deepspeed.
 JSON_AXES = {
-    "zero": ["block", "block", "block", "missing"],
+    "zero": ["block", "block", "block", "block", "missing", True],
     "stage": [ABSENT, "auto", 0, 1, 2, 3],
     "offload_optimizer": [ABSENT, {"device": "auto"}, {"device": "cpu"}, {"device": "none"}, None],
     "offload_param": [ABSENT, {"device": "auto"}, {"device": "cpu"}],
+    # legacy names and aliases DeepSpeed still reads, and field names the consumers do not fill
     "legacy": [ABSENT, ("cpu_offload", True), ("cpu_offload", False), ("cpu_offload_param", True),
-               ("stage3_gather_fp16_weights_on_model_save", True)],
+               ("stage3_gather_fp16_weights_on_model_save", True), ("cpu_offload_use_pin_memory", True),
+               ("stage3_param_persistence_threshold", 500), ("param_persistence_threshold", 500),
+               ("prefetch_bucket_size", 777), ("prefetch_bucket_size", "auto"),
+               ("gather_16bit_weights_on_model_save", True), ("gather_16bit_weights_on_model_save", "auto")],
     "gather16": [ABSENT, "auto", True, False],
     "prefetch": [ABSENT, "auto", 1000],
     "fp16": [ABSENT, {"enabled": "auto"}, {"enabled": True}, {"enabled": False}],
-    "bf16": [ABSENT, {"enabled": "auto"}, {"enabled": True}],
+    "bf16": [ABSENT, {"enabled": "auto"}, {"enabled": True}, ("bfloat16", {"enabled": True})],
     "gas": [ABSENT, "auto", 2],
     "clipping": [ABSENT, "auto", 0.5],
     "batch": [{"train_micro_batch_size_per_gpu": "auto"}, {"train_micro_batch_size_per_gpu": 2},
@@ -61,13 +65,14 @@ def _sample(axes, n, seed):
             idx, r = divmod(idx, len(axes[k]))
             combo[k] = axes[k][r]
         out.append({k: combo[k] for k in keys})
-    # every value of every axis at least once (a sample can miss a rare one)
+    # every value of every axis alone on the base case (the first value of each axis), so each
+    # legacy name / alias is also seen without the others
+    base = {k: axes[k][0] for k in keys}
     for k in keys:
-        for i, v in enumerate(axes[k]):
-            if not any(c[k] is v or (c[k] == v and type(c[k]) is type(v)) for c in out):
-                c = dict(out[i % len(out)])
-                c[k] = v
-                out.append(c)
+        for v in axes[k][1:]:
+            c = dict(base)
+            c[k] = v
+            out.append(c)
     return out
 
 
@@ -99,17 +104,23 @@ def json_config(c):
                 z[k] = c[k]
         if c["legacy"] is not ABSENT:
             k, v = c["legacy"]
-            if not (k == "cpu_offload" and "offload_optimizer" in z) and not (
-                    k == "cpu_offload_param" and "offload_param" in z) and not (
-                    k.startswith("stage3_gather_fp16") and c["gather16"] is not ABSENT):
+            clash = {"cpu_offload": "offload_optimizer" in z, "cpu_offload_param": "offload_param" in z,
+                     "stage3_gather_fp16_weights_on_model_save": c["gather16"] is not ABSENT,
+                     "gather_16bit_weights_on_model_save": c["gather16"] is not ABSENT,
+                     "prefetch_bucket_size": c["prefetch"] is not ABSENT}
+            if not clash.get(k):
                 z[k] = v
         if c["gather16"] is not ABSENT:
             z["stage3_gather_16bit_weights_on_model_save"] = c["gather16"]
         if c["prefetch"] is not ABSENT:
             z["stage3_prefetch_bucket_size"] = c["prefetch"]
         d["zero_optimization"] = z
+    elif c["zero"] is True:
+        d["zero_optimization"] = True  # the legacy boolean form (stage 1)
     for k in ("fp16", "bf16"):
-        if c[k] is not ABSENT:
+        if isinstance(c[k], tuple):
+            d[c[k][0]] = dict(c[k][1])  # the legacy "bfloat16" block name
+        elif c[k] is not ABSENT:
             d[k] = dict(c[k])
     if c["gas"] is not ABSENT:
         d["gradient_accumulation_steps"] = c["gas"]

@@ -151,6 +151,15 @@ def accelerate_config(acc_yaml: Dict, ds_json: Optional[Dict]) -> Tuple[Dict, st
     return plugin_config(launch_fields(block), ds_json), mp_s
 
 
+def check_hf_config(cfg: Dict, stage: str) -> None:
+    """HfDeepSpeedConfig.__init__ asks for zero_optimization.stage: find_config_node returns a
+    non-mapping zero_optimization (the legacy boolean form) as the parent and .get fails."""
+    z = cfg.get("zero_optimization")
+    if z is not None and not isinstance(z, dict):
+        raise Refused(stage, f"AttributeError: {type(z).__name__!r} object has no attribute 'get' "
+                      "(zero_optimization is not a mapping)")
+
+
 def accelerator_checks(acc_yaml: Dict) -> None:
     """Accelerator.__init__ reads ACCELERATE_GRADIENT_ACCUMULATION_STEPS with int() (after the
     plugin and AcceleratorState exist)."""
@@ -190,6 +199,7 @@ def plugin_config(fields: Dict[str, Any], ds_json: Optional[Dict]) -> Dict:
             cfg["gradient_accumulation_steps"] = 1
         if "zero_optimization" not in cfg:
             raise Refused("plugin", "ValueError: Please specify the ZeRO optimization config in the DeepSpeed config.")
+        check_hf_config(cfg, "plugin")
         for field, key in PLUGIN_TO_CONFIG.items():
             v = fields.get(field)
             if v is None:

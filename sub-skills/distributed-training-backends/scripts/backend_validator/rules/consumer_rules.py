@@ -88,3 +88,37 @@ def offload_optimizer_null(ctx: Context):
         yield ctx.report(("zero_optimization", "offload_optimizer"), "'offload_optimizer' is null: with the script's "
                          "own optimizer, accelerator.prepare() calls .get on it and raises AttributeError",
                          "remove the key or write {\"device\": \"none\"}")
+
+
+@rule(id="ds-bfloat16-block-ignored", severity="warning", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="legacy 'bfloat16' block: Accelerate adds a 'bf16' block, which DeepSpeed reads instead",
+      source="accelerate/utils/dataclasses.py::DeepSpeedPlugin.set_mixed_precision")
+def bfloat16_block_ignored(ctx: Context):
+    """DeepSpeed still reads the old block name ``bfloat16`` when there is no ``bf16`` block
+    (deepspeed/runtime/precision_config.py::get_bfloat16_config). Accelerate's
+    ``set_mixed_precision`` always adds ``"bf16": {"enabled": ...}`` when ``bf16`` is absent -
+    enabled only when the launch (or the Trainer's ``--bf16``) asks for bf16 - so the
+    ``bfloat16`` block, and its ``enabled: true``, are ignored.
+
+    Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}, "bfloat16": {"enabled": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}, "bf16": {"enabled": true}}
+    ```
+
+    Effect: cfg.bfloat16_config.enabled is False
+    """
+    d = ctx.doc.data
+    if isinstance(d, dict) and "bf16" not in d and isinstance(d.get("bfloat16"), dict):
+        yield ctx.report(("bfloat16",), f"the legacy 'bfloat16' block is ignored under {ctx.consumer}: it adds "
+                         "a 'bf16' block (enabled only when launched with mixed precision bf16), which DeepSpeed "
+                         "reads first", "rename the block to \"bf16\"")
