@@ -172,3 +172,27 @@ def jobs(n_yaml=64, n_json=96):
                      "trainer_args": targs}, {"yaml": None, "json": d, "mixed_precision": mp, "trainer_args": targs}))
         out.append(({"id": f"ds|{i}", "consumer": "deepspeed", "json": text}, {"yaml": None, "json": d}))
     return out
+
+
+def real_jobs(folder):
+    """Jobs for the published configs in tests/validator_ds/real_configs (PROVENANCE.tsv): an
+    Accelerate YAML as launched; a DeepSpeed JSON named by a YAML's deepspeed_config_file, given
+    to the Trainer (with TrainingArguments that agree with its explicit values) and to deepspeed."""
+    out = []
+    for p in sorted(folder.iterdir()):
+        text = p.read_text(encoding="utf-8")
+        if p.suffix in (".yaml", ".yml"):
+            out.append(({"id": f"real|{p.name}|accelerate", "consumer": "accelerate", "yaml": text, "json": None},
+                        {"yaml": text, "json": None}))
+        elif p.suffix == ".json":
+            d = json.loads(text)
+            y = yaml_text({}, ds_file="ds_config.json")
+            targs = trainer_args_matching(d)
+            out.append(({"id": f"real|{p.name}|accelerate", "consumer": "accelerate", "yaml": y, "json": text},
+                        {"yaml": y, "json": d}))
+            out.append(({"id": f"real|{p.name}|transformers", "consumer": "transformers", "json": text,
+                         "mixed_precision": "no", "trainer_args": targs},
+                        {"yaml": None, "json": d, "mixed_precision": "no", "trainer_args": targs}))
+            out.append(({"id": f"real|{p.name}|deepspeed", "consumer": "deepspeed", "json": text},
+                        {"yaml": None, "json": d}))
+    return out

@@ -48,9 +48,13 @@ def _norm(v):
     return v
 
 
+REAL = HERE / "real_configs"
+
+
 @pytest.fixture(scope="module")
 def grid():
-    return consumer_grid.jobs()
+    """The generated grid plus the published configs in real_configs/ (PROVENANCE.tsv)."""
+    return consumer_grid.jobs() + consumer_grid.real_jobs(REAL)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +141,7 @@ def _accepted(r):
 
 def test_grid_is_generated_and_covers_every_consumer(grid):
     kinds = {job["id"].split("|")[0] for job, _ in grid}
-    assert kinds == {"yaml", "file", "trainer", "ds"}
+    assert kinds == {"yaml", "file", "trainer", "ds", "real"}
     assert len(grid) >= 64 + 3 * 96
     # every value of every axis occurs (consumer_grid._sample tops up rare values)
     for axes, n in ((consumer_grid.YAML_AXES, 64), (consumer_grid.JSON_AXES, 96)):
@@ -324,3 +328,17 @@ def test_validator_verdicts_agree_with_the_consumers(grid, real, tmp_path):
             bad.append((job["id"], r["stage"], r["message"][:160], co, errs, job.get("json") or job.get("yaml")))
     assert n >= 250
     assert not bad, json.dumps(bad[:5], indent=1, default=str)
+
+
+def test_real_configs_have_provenance():
+    """Every published config here is listed once in PROVENANCE.tsv with its repository, path,
+    commit and licence (and nothing listed is missing)."""
+    import csv
+    rows = list(csv.DictReader((REAL / "PROVENANCE.tsv").open(encoding="utf-8"), delimiter="\t"))
+    files = sorted(p.name for p in REAL.iterdir() if p.name != "PROVENANCE.tsv")
+    assert sorted(r["file"] for r in rows) == files
+    assert 10 <= len(files) <= 25
+    for r in rows:
+        assert r["repo"].count("/") == 1 and r["path"] and r["licence"], r
+        assert len(r["commit"]) == 40 and all(c in "0123456789abcdef" for c in r["commit"]), r
+        assert r["file"] == r["repo"].replace("/", "__") + "__" + r["path"].replace("/", "__"), r
