@@ -55,6 +55,8 @@ PROBES = {
     "acc-ds-zero3-save-not-true": lambda r: _pl(r, "deepspeed")["zero3_save_16bit_model"] is False,
     "acc-ds-zero3-init-not-stage3": lambda r: _pl(r, "deepspeed")["zero3_init_flag"] is False,
     "acc-ds-nvme-path-dropped": lambda r: _pl(r, "deepspeed")["offload_param_nvme_path"] == "none",
+    "acc-ds-offload-ignored-by-stage": lambda r: _pl(r, "deepspeed")["zero_model"]["offload_param"] == "cpu"
+    and _pl(r, "deepspeed")["zero_model"]["stage"] == 2,
     "acc-ds-hostfile-missing": lambda r: "None" in (r.get("cmd") or [])[
         (r.get("cmd") or []).index("--hostfile") + 1:][:1],
     "acc-parallelism-unknown-key": lambda r: _pl(r, "parallelism")["dp_shard_size"] == 1,

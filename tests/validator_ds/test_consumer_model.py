@@ -342,3 +342,22 @@ def test_real_configs_have_provenance():
         assert r["repo"].count("/") == 1 and r["path"] and r["licence"], r
         assert len(r["commit"]) == 40 and all(c in "0123456789abcdef" for c in r["commit"]), r
         assert r["file"] == r["repo"].replace("/", "__") + "__" + r["path"].replace("/", "__"), r
+
+
+def test_inline_offload_warning_matches_what_deepspeed_reads(grid, real):
+    """acc-ds-offload-ignored-by-stage fires on an inline Accelerate config exactly when the ZeRO
+    model DeepSpeed builds from the plugin's dict holds an offload_param device below stage 3."""
+    from backend_validator import cli
+    bad, fired = [], 0
+    for job, _meta in grid:
+        r = real[job["id"]]
+        if job["json"] is not None or job["consumer"] != "accelerate" or "reads" not in r:
+            continue
+        res = cli.validate_text(job["yaml"], "config.yaml")
+        got = any(f.rule == "acc-ds-offload-ignored-by-stage" and "offload_param" in f.message for f in res.findings)
+        want = r["reads"]["offload_param"] in ("cpu", "nvme") and r["reads"]["stage"] < 3
+        fired += got
+        if got != want:
+            bad.append((job["id"], want, got, job["yaml"]))
+    assert fired >= 3
+    assert not bad, json.dumps(bad[:4], indent=1)
