@@ -92,7 +92,7 @@ def test_helpers_answer_help_and_know_the_flags_the_router_shows(helper_help):
         line = next(ln for ln in helpers.splitlines() if f"`python3 {script}" in ln)
         usage = re.search(r"`python3 (\S+)([^`]*)`", line).group(2).split()
         shown = [t for t in usage if t.startswith("--")]
-        shown += re.findall(r"`(--[a-z-]+)`", line)
+        shown += re.findall(r"`(--[a-z-]+)(?: [A-Z_]+)?`", line)
         for flag in shown:
             assert flag in r.stdout, f"{script}: router shows {flag}, --help does not"
     avail = "sub-skills/distributed-and-backends/scripts/check_backend_availability.py"
@@ -138,6 +138,9 @@ FACTS = {
                              for f in map(Path, map(str, md.distribution("deepspeed").files))),
     "torchrun": lambda: "torchrun" in _console_scripts("torch"),
     "Accelerator": lambda: bool(ACCELERATOR_METHODS),
+    # the key `accelerate config` writes into the YAML's deepspeed_config block
+    "deepspeed_config_file": lambda: 'deepspeed_config["deepspeed_config_file"]' in (
+        ACCELERATE / "commands/config/cluster.py").read_text(),
     "dalle_pytorch": lambda: "dalle_pytorch" in md.distribution("dalle-pytorch").read_text("top_level.txt").split(),
     "--distributed_backend": lambda: "'--distributed_backend'" in Path(
         md.distribution("dalle-pytorch").locate_file("dalle_pytorch/distributed_utils.py")).read_text(),
@@ -158,10 +161,10 @@ def router_spans():
 
 
 def test_every_code_span_in_the_router_is_verified():
-    helper_flags = set(re.findall(r"`(--[a-z-]+)`", section("Helper scripts")))  # checked against --help
+    helper_flags = set(re.findall(r"`(--[a-z-]+)(?: [A-Z_]+)?`", section("Helper scripts")))  # checked against --help
     unverified = []
     for span in router_spans():
-        if span in NOT_FACTS or span in helper_flags or span.startswith(
+        if span in NOT_FACTS or span.split(" ")[0] in helper_flags or span.startswith(
                 ("python3 ", "sub-skills/", "references/", "scripts/")):
             continue
         check = FACTS.get(span)

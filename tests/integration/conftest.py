@@ -3,5 +3,7 @@ import sys
 from pathlib import Path
 
 _HERE = str(Path(__file__).resolve().parent)
+# appended, not prepended: other test folders import their own `conftest` by name from sys.path, and
+# this folder's conftest.py must never shadow theirs (whatever order pytest loads the folders in)
 if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+    sys.path.append(_HERE)
