@@ -33,6 +33,7 @@ FAMILY_TITLES = [
     ("accelerate", "Accelerate config rules (family accelerate)"),
     ("deepspeed", "DeepSpeed JSON rules (family deepspeed)"),
     ("cross", "Accelerate + DeepSpeed cross-file rules (family cross)"),
+    ("launch", "Launch command and node-set rules (family launch)"),
 ]
 
 PROOF = [
