@@ -284,6 +284,7 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
     res.effective = {k: L.args.get(k) for k in EXPLAIN_KEYS if k in L.args}
     res.effective["launcher"] = L.launcher if L.merged is not None else None
     res.effective["config_file"] = cf
+    res._merged = L.merged  # type: ignore[attr-defined]
 
 
 def _relocate(f: Finding, L: acc.AccelerateLaunch, command_doc: Doc, no_file: bool) -> Finding:
@@ -369,3 +370,66 @@ def _check_ds_json(path: str, word: Word, cwd: str, options: Options, world: Opt
         return
     res.findings.extend(fr.findings)
     res.files.append(fr.as_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+def _node_from_launch(name: str, r: LaunchResult, merged: Optional[Dict[str, Any]], cwd: str, word: Word):
+    from .nodeset import Node, _json_content
+    e = r.effective
+    m = merged or {}
+    vals = {k: e.get(k) for k in ("num_machines", "num_processes", "machine_rank", "main_process_ip",
+                                  "main_process_port", "mixed_precision", "rdzv_backend", "same_network")}
+    vals["distributed_type"] = m.get("distributed_type")
+    if e.get("launcher") == "deepspeed":
+        vals["deepspeed_multinode_launcher"] = e.get("deepspeed_multinode_launcher")
+        vals["ds_json"] = _json_content(e.get("deepspeed_config_file"), cwd)
+        vals["deepspeed_hostfile"] = e.get("deepspeed_hostfile")
+    return Node(name, vals, word=word)
+
+
+def check_node_set(files: List[str], commands: List[str], env: Optional[Dict[str, str]], cwd: str,
+                   options: Optional[Options] = None) -> LaunchResult:
+    """Per-node configs (files) or per-node launch commands: each is checked alone, then together."""
+    from .. import cli
+    from .nodeset import check_nodes, key_path, node_from_config
+    options = options or Options(cwd=cwd)
+    res = LaunchResult(launcher="node-set")
+    nodes = []
+    docs: Dict[str, Doc] = {}
+    command_doc = Doc({}, kind="text", name=COMMAND_NAME)
+    for f in files:
+        try:
+            text = core.read_input_file(f if os.path.isabs(f) else os.path.join(cwd, f))
+            doc = cli.parse_input(text, f, os.path.abspath(os.path.join(cwd, f)), "accelerate")
+        except (InputError, RecursionError) as e:
+            res.input_errors.append({"file": f, "message": str(e)})
+            continue
+        fr = cli.validate_doc(doc, "accelerate", options)
+        res.findings.extend(fr.findings)
+        res.files.append(fr.as_dict())
+        docs[f] = doc
+        nodes.append(node_from_config(f, doc, cwd))
+    for i, c in enumerate(commands):
+        r = check_command(c, env, cwd, options)
+        name = f"{COMMAND_NAME}#{i + 1}"
+        for fd in r.findings:
+            import dataclasses
+            res.findings.append(dataclasses.replace(fd, file=name) if fd.file == COMMAND_NAME else fd)
+        res.input_errors.extend(r.input_errors)
+        merged = getattr(r, "_merged", None)
+        if r.launcher == "accelerate" and r.effective.get("launcher"):
+            nodes.append(_node_from_launch(name, r, merged, cwd, Word(c, 0, 1, 1)))
+    issues: List[Issue] = []
+    for ni in check_nodes(nodes, cwd):
+        n = ni.node
+        if n is not None and n.doc is not None:
+            issues.append(Issue(ni.rule, ni.message, ni.hint, None, key_path(ni.key), file=n.name))
+        else:
+            cd = Doc({}, kind="text", name=n.name if n else COMMAND_NAME)
+            docs[cd.name] = cd
+            issues.append(Issue(ni.rule, ni.message, ni.hint, None, (), file=cd.name))
+    view = LaunchView("node-set", command_doc, issues, docs=docs)
+    res.findings.extend(_run_launch_rules(view, options))
+    res.explain = [{"setting": f"node {n.name}", "value": {k: v for k, v in n.values.items() if k != "ds_json"},
+                    "origin": "file" if n.doc is not None else "launch command"} for n in nodes]
+    return res
