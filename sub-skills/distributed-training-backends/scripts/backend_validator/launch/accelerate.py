@@ -362,6 +362,15 @@ def _env_builders(L: AccelerateLaunch, a: Dict[str, Any], org: Dict[str, Origin]
         multi = nm > 1
     except TypeError:
         return
+    if multi and a.get("machine_rank") is None:
+        # no config file: nothing fills machine_rank, and the port check's int(machine_rank) fails
+        g = L.parsed.last("num_machines")
+        L.issues.append(LaunchIssue(
+            "launch-machine-rank-missing", f"num_machines {nm} without a config file and without --machine_rank: "
+            "accelerate fails on int(None) before starting", "pass --machine_rank N (0 on the main node)",
+            g.word if g else None))
+        L.stopped = "env"
+        return
     ds_multi = L.launcher == "deepspeed" and multi and a.get("deepspeed_multinode_launcher") not in (None, "standard") \
         or (L.launcher == "deepspeed" and multi and a.get("deepspeed_multinode_launcher") is None)
     if L.launcher == "deepspeed" and a.get("deepspeed_multinode_launcher") is None:
@@ -472,6 +481,14 @@ def _merged_config(L: AccelerateLaunch) -> Tuple[Dict[str, Any], Dict[Tuple[Any,
                 origin[("distributed_type",)] = Origin("flag", flag.option, flag.word)
             else:
                 origin[("distributed_type",)] = Origin("default", "no config file")
+    if a.get("cpu") and parsed.last("cpu"):
+        # --cpu: the simple launcher runs, whatever distributed_type says
+        n = a.get("num_processes")
+        base["distributed_type"] = "MULTI_CPU" if isinstance(n, int) and n > 1 else "NO"
+        origin[("distributed_type",)] = Origin("flag", parsed.last("cpu").option, parsed.last("cpu").word)
+    if not a.get("use_parallelism_config") and isinstance(base.get("parallelism_config"), dict):
+        # a paradigm flag without --use_parallelism_config: the block is copied but never exported
+        del base["parallelism_config"]
     if L.data is None and a.get("num_processes") is not None:
         base["num_processes"] = a["num_processes"]
     if a.get("cpu") and "use_cpu" in base:

@@ -355,6 +355,25 @@ def machine_rank_default(ctx: Context):
     yield from _emit(ctx, "launch-machine-rank-default")
 
 
+@rule(id="launch-machine-rank-missing", severity="error", family="launch",
+      summary="several machines on torchrun/deepspeed without a config file and without --machine_rank",
+      source="accelerate/utils/launch.py::prepare_multi_gpu_env / prepare_deepspeed_cmd_env (int(machine_rank))")
+def machine_rank_missing(ctx: Context):
+    """Without a config file nothing fills ``machine_rank``; the env builder's ``int(None)`` fails.
+
+    Fails:
+    ```text
+    $ accelerate launch --use_deepspeed --num_processes 16 --num_machines 2 train.py
+    ```
+
+    Passes:
+    ```text
+    $ accelerate launch --use_deepspeed --num_processes 16 --num_machines 2 --machine_rank 0 train.py
+    ```
+    """
+    yield from _emit(ctx, "launch-machine-rank-missing")
+
+
 @rule(id="launch-abbreviated-flag", severity="info", family="launch",
       summary="an abbreviated torchrun/deepspeed flag that argparse expands (breaks when a new flag shares the prefix)",
       source="argparse allow_abbrev")
