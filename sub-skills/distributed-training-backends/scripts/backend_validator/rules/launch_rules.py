@@ -163,17 +163,24 @@ def num_processes_missing(ctx: Context):
 @rule(id="launch-gpu-ids-too-few", severity="error", family="launch",
       summary="a multi-GPU launch on one machine with fewer than two gpu_ids", source=ACC)
 def gpu_ids_few(ctx: Context):
-    """After the merge, a multi-GPU launch on one machine needs two or more ``gpu_ids`` (or ``all``);
-    the id list may come from the flag or the file.
+    """When a config file is read, a multi-GPU launch on one machine needs two or more ``gpu_ids``
+    (or ``all``); the id list may come from the flag or the file. Without a config file accelerate
+    skips this check.
 
     Fails:
     ```text
-    $ accelerate launch --multi_gpu --num_processes 2 --gpu_ids 0 train.py
+    $ accelerate launch --config_file config.yaml --gpu_ids 0 train.py
+    # config.yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
     ```
 
     Passes:
     ```text
-    $ accelerate launch --multi_gpu --num_processes 2 --gpu_ids 0,1 train.py
+    $ accelerate launch --config_file config.yaml --gpu_ids 0,1 train.py
+    # config.yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
     ```
     """
     yield from _emit(ctx, "launch-gpu-ids-too-few")

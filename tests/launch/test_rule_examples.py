@@ -1,0 +1,86 @@
+"""Every launch rule's failing example fires that rule and its passing example does not; the
+accelerate examples of error rules are also run through accelerate's own code (one oracle process)."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from backend_validator import core, docs
+from backend_validator.cli import _rules_loaded
+from backend_validator.launch.check import check_command, check_node_set
+
+_rules_loaded()
+LAUNCH_RULES = sorted((r for r in core.REGISTRY.values() if r.family == "launch"), key=lambda r: r.id)
+
+
+def _example(text):
+    """('$ command', {file name: text})"""
+    lines = text.splitlines()
+    cmd = lines[0][2:]
+    files, cur = {}, None
+    for ln in lines[1:]:
+        if ln.startswith("# "):
+            cur = ln[2:].strip()
+            files[cur] = ""
+        elif cur:
+            files[cur] += ln + "\n"
+    return cmd, files
+
+
+def _run(text, d):
+    cmd, files = _example(text)
+    for n, t in files.items():
+        (d / n).write_text(t)
+    if cmd.startswith("--node-set"):
+        return check_node_set(shlex.split(cmd)[1:], [], {"HF_HOME": str(d / "hf")}, str(d)), cmd, files
+    return check_command(cmd, env={"HF_HOME": str(d / "hf")}, cwd=str(d)), cmd, files
+
+
+def _examples():
+    out = []
+    for r in LAUNCH_RULES:
+        _, ex = docs.parse_doc(r.doc)
+        assert "Fails" in ex and "Passes" in ex, r.id
+        for label in ("Fails", "Passes"):
+            out.append((r.id, label, ex[label][1]))
+    return out
+
+
+@pytest.mark.parametrize("rid,label,text", _examples(), ids=lambda x: x if isinstance(x, str) and len(x) < 60 else "")
+def test_example(rid, label, text, tmp_path):
+    res, _, _ = _run(text, tmp_path)
+    fired = {f.rule for f in res.findings}
+    if label == "Fails":
+        assert rid in fired, (rid, [(f.rule, f.message) for f in res.findings])
+        f = next(f for f in res.findings if f.rule == rid)
+        assert f.file and (f.line is not None or f.file.startswith("<launch-command>")), f
+    else:
+        assert rid not in fired, (rid, [(f.rule, f.message) for f in res.findings])
+        if core.REGISTRY[rid].severity == "error":
+            assert not [f for f in res.findings if f.severity == "error"], res.findings
+
+
+def test_accelerate_error_examples_match_accelerate(python_exe, tmp_path, repo_root):
+    items = []
+    for rid, label, text in _examples():
+        cmd, files = _example(text)
+        if not cmd.startswith("accelerate launch") or core.REGISTRY[rid].severity != "error":
+            continue
+        argv = [a if a not in files else "{config}" for a in shlex.split(cmd)[2:]]
+        it = {"id": f"{rid}:{label}", "argv": argv, "cwd": str(tmp_path), "name": "config.yaml"}
+        if files:
+            it["text"] = next(iter(files.values()))
+        items.append(it)
+    assert len(items) >= 16
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
+    proc = subprocess.run([python_exe, str(repo_root / "tests" / "oracle" / "accelerate_oracle.py")],
+                          input=json.dumps({"configs": items}), capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = {r["id"]: r for r in json.loads(proc.stdout)["results"]}
+    wrong = [(k, v["verdict"], v["stage"], v["message"]) for k, v in got.items()
+             if (v["verdict"] == "reject") != k.endswith(":Fails")]
+    assert not wrong, wrong
