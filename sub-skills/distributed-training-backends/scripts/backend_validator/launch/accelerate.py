@@ -401,6 +401,7 @@ def _env_builders(L: AccelerateLaunch, a: Dict[str, Any], org: Dict[str, Origin]
         if a.get("same_network"):
             a["master_addr"], a["master_port"] = str(ip), str(port)
             org["master_addr"] = Origin("derived", "main_process_ip (--same_network)")
+            org["master_port"] = Origin("derived", "main_process_port (--same_network)")
         else:
             a["rdzv_endpoint"] = f"{ip}:{port}"
             org["rdzv_endpoint"] = Origin("derived", "main_process_ip:main_process_port")
@@ -409,12 +410,12 @@ def _env_builders(L: AccelerateLaunch, a: Dict[str, Any], org: Dict[str, Origin]
         org["nproc_per_node"] = Origin("derived", "num_processes")
         if port is not None:
             a["master_port"] = str(port)
+            org["master_port"] = org.get("main_process_port", Origin("default"))
     if a.get("module") and a.get("no_python"):
         _stop_env(L, "launch-module-and-no-python", "--module and --no_python cannot be used together",
                   "keep one of them", "module")
         return
     if L.launcher == "torchrun" and a.get("use_fsdp"):
-        from ..rules.accelerate_schema import truth
         cre, sms = a.get("fsdp_cpu_ram_efficient_loading"), a.get("fsdp_sync_module_states")
         # prepare_multi_gpu_env tests the raw values' truthiness ("false" is a true string)
         if cre and not sms:
@@ -425,7 +426,6 @@ def _env_builders(L: AccelerateLaunch, a: Dict[str, Any], org: Dict[str, Origin]
                     "fsdp_cpu_ram_efficient_loading is on but fsdp_sync_module_states is off: prepare_multi_gpu_env "
                     "refuses this", "set --fsdp_sync_module_states true", g.word))
                 L.stopped = "env"
-        del truth
 
 
 def _stop_env(L: AccelerateLaunch, rule: str, msg: str, hint: str, dest: Optional[str]) -> None:

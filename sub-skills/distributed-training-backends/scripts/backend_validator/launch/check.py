@@ -285,6 +285,7 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
     res.effective["launcher"] = L.launcher if L.merged is not None else None
     res.effective["config_file"] = cf
     res._merged = L.merged  # type: ignore[attr-defined]
+    res.accelerate = L  # type: ignore[attr-defined]  (full values and origins, for tests and library use)
 
 
 def _relocate(f: Finding, L: acc.AccelerateLaunch, command_doc: Doc, no_file: bool) -> Finding:
