@@ -42,6 +42,9 @@ CONFIGS = {
     "gpu_id0": "distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: '0'\n",
     "fsdp_nosync": "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sync_module_states: false\n"
                    "  fsdp_cpu_ram_efficient_loading: false\n",
+    "ds_file": "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n",
+    "ds_file_mp": "distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: bf16\ndeepspeed_config:\n"
+                  "  deepspeed_config_file: ds.json\n",
     "mp_fp16": "distributed_type: MULTI_GPU\nnum_processes: 4\nmixed_precision: fp16\nmain_process_port: 29600\n",
 }
 PARADIGM = ["", "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--cpu", "--use_megatron_lm"]
@@ -52,8 +55,8 @@ EXTRA = ["", "--num_machines 2", "--num_machines 2 --machine_rank 1 --main_proce
          "--fsdp_sync_module_states false", "--fsdp_cpu_ram_efficient_loading true", "--dynamo_backend inductor",
          "--num_proc 2", "--mixed_precision fp17", "-m --no_python", "--megatron_lm_tp_degree 2",
          "--num_processes 4 --num_processes 2", "--deepspeed_multinode_launcher standard", "--machine_rank 1",
-         "--num_processes two"]
-N_ACC = 360
+         "--num_processes two", "--gradient_accumulation_steps 4", "--mixed_precision no"]
+N_ACC = 420
 
 
 def accelerate_grid():

@@ -435,6 +435,15 @@ def _stop_env(L: AccelerateLaunch, rule: str, msg: str, hint: str, dest: Optiona
 
 
 # ---------------------------------------------------------------------------------------------
+# DeepSpeedPlugin.__post_init__ with a deepspeed_config_file: these typed flags reach the plugin
+# through the environment and only fill the JSON's 'auto' values (fill_match(..., must_match=False))
+JSON_FILLED = {"gradient_accumulation_steps": "gradient_accumulation_steps",
+               "gradient_clipping": "gradient_clipping", "zero_stage": "zero_optimization.stage",
+               "offload_optimizer_device": "zero_optimization.offload_optimizer.device",
+               "offload_param_device": "zero_optimization.offload_param.device",
+               "offload_param_nvme_path": "zero_optimization.offload_param.nvme_path",
+               "offload_optimizer_nvme_path": "zero_optimization.offload_optimizer.nvme_path",
+               "zero3_save_16bit_model": "zero_optimization.stage3_gather_16bit_weights_on_model_save"}
 TOP_LEVEL_FLAGS = ("num_processes", "num_machines", "machine_rank", "gpu_ids", "main_process_ip",
                    "main_process_port", "main_training_function", "mixed_precision", "debug")
 
@@ -493,14 +502,25 @@ def _merged_config(L: AccelerateLaunch) -> Tuple[Dict[str, Any], Dict[Tuple[Any,
         base["num_processes"] = a["num_processes"]
     if a.get("cpu") and "use_cpu" in base:
         pass
+    ds_file = a.get("deepspeed_config_file") if L.launcher == "deepspeed" else None
+    with_json = isinstance(ds_file, str) and ds_file.strip() not in ("", "none")
     for dest in TOP_LEVEL_FLAGS:
         g = parsed.last(dest)
-        if g is not None:
-            put((dest,), g.value, g)
+        if g is None:
+            continue
+        if dest == "mixed_precision" and with_json:
+            # a typed --mixed_precision is not "from the config": DeepSpeedPlugin only fills the JSON's
+            # 'auto' precision with it (no conflict with deepspeed_config_file)
+            base.pop("mixed_precision", None)
+            base.pop("fp16", None)
+            continue
+        put((dest,), g.value, g)
     for dest, gs in parsed.given.items():
         block = block_of_dest(dest)
-        if block is None or dest in ("dynamo_backend",) and False:
+        if block is None:
             continue
+        if with_json and dest in JSON_FILLED:
+            continue  # only fills 'auto' values of the JSON (launch-flag-loses-to-deepspeed-json)
         g = gs[-1]
         blk = base.get(block) if isinstance(base.get(block), dict) else None
         key = dest

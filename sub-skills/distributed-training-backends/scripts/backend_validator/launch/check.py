@@ -262,6 +262,7 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
     if L.merged is not None:
         issues.extend(_ignored_flags(L))
         _derived_warnings(L, data, issues)
+        _json_filled_flags(L, cwd, issues)
     file_doc = doc
     view = LaunchView("accelerate", command_doc, issues, file_doc=file_doc)
     res.findings.extend(_run_launch_rules(view, options))
@@ -330,6 +331,31 @@ def _derived_warnings(L: acc.AccelerateLaunch, data: Optional[Dict[str, Any]], i
                             "machine_rank in the file: this node starts as rank 0",
                             "pass --machine_rank N on each node (0 on the main node)",
                             parsed.last("num_machines").word if parsed.last("num_machines") else None))
+
+
+def _json_filled_flags(L: acc.AccelerateLaunch, cwd: str, issues: List[Issue]) -> None:
+    """DeepSpeed flags next to a deepspeed_config_file: an explicit value in the JSON wins silently."""
+    import json
+    ds_file = L.args.get("deepspeed_config_file")
+    if L.launcher != "deepspeed" or not isinstance(ds_file, str) or ds_file.strip() in ("", "none"):
+        return
+    full = ds_file if os.path.isabs(ds_file) else os.path.join(cwd, ds_file)
+    try:
+        ds = json.loads(core.read_input_file(full))
+    except Exception:  # noqa: BLE001 - unreadable JSON is reported by the file rules
+        return
+    for dest, dotted in acc.JSON_FILLED.items():
+        g = L.parsed.last(dest)
+        if g is None:
+            continue
+        cur: Any = ds
+        for part in dotted.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is not None and cur != "auto" and str(cur).lower() != str(g.value).lower():
+            issues.append(Issue("launch-flag-loses-to-deepspeed-json",
+                                f"{g.option} {g.raw} loses to {dotted} = {cur!r} in {ds_file}: with a DeepSpeed JSON "
+                                "the flag only fills 'auto' values", f"set {dotted} in the JSON (or to \"auto\")",
+                                g.word))
 
 
 EXPLAIN_KEYS = ("use_deepspeed", "use_fsdp", "use_megatron_lm", "multi_gpu", "tpu", "cpu", "num_processes",

@@ -323,6 +323,41 @@ def flag_ignored(ctx: Context):
     yield from _emit(ctx, "launch-flag-ignored")
 
 
+@rule(id="launch-flag-loses-to-deepspeed-json", severity="warning", family="launch",
+      summary="a DeepSpeed flag (--zero_stage, --gradient_accumulation_steps ...) next to a deepspeed_config_file whose explicit value wins",
+      source="accelerate/utils/dataclasses.py::DeepSpeedPlugin.__post_init__ (fill_match(..., must_match=False))")
+def flag_loses_to_json(ctx: Context):
+    """With a DeepSpeed JSON, the typed flag only replaces ``auto`` values; an explicit value in the
+    JSON is kept and the flag is dropped without a message. (The same key written in the config
+    file is an error instead: acc-ds-config-file-conflict.)
+
+    Fails:
+    ```text
+    $ accelerate launch --config_file config.yaml --zero_stage 2 train.py
+    # config.yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    # ds.json
+    {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}
+    ```
+
+    Passes:
+    ```text
+    $ accelerate launch --config_file config.yaml --zero_stage 2 train.py
+    # config.yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      deepspeed_config_file: ds.json
+    # ds.json
+    {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "auto"}}
+    ```
+    """
+    yield from _emit(ctx, "launch-flag-loses-to-deepspeed-json")
+
+
 @rule(id="launch-bool-flag-value", severity="warning", family="launch",
       summary="a Megatron-LM flag parsed with type=bool: any non-empty text, 'False' too, becomes True",
       source="accelerate/commands/launch.py::launch_command_parser (megatron_lm_* type=bool)")
