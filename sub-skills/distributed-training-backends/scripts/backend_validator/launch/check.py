@@ -273,12 +273,20 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
                    scalars=dict(doc.scalars) if doc else {}, source_path=doc.source_path if doc else None)
         if doc is not None:
             mdoc.parse_findings = list(doc.parse_findings)
-        fr = cli.validate_doc(mdoc, "accelerate", options)
+        try:
+            fr = cli.validate_doc(mdoc, "accelerate", options)
+        except Exception as e:  # noqa: BLE001 - never a traceback for bad input
+            res.input_errors.append({"file": cf or COMMAND_NAME, "message": _internal(e)})
+            fr = cli.FileResult(cf or COMMAND_NAME)
         for f in fr.findings:
             res.findings.append(_relocate(f, L, command_doc, data is None))
         res.files.append(fr.as_dict())
     elif doc is not None and L.stopped != "pre-merge":
-        fr = cli.validate_doc(doc, "accelerate", options)
+        try:
+            fr = cli.validate_doc(doc, "accelerate", options)
+        except Exception as e:  # noqa: BLE001
+            res.input_errors.append({"file": cf, "message": _internal(e)})
+            fr = cli.FileResult(cf)
         res.findings.extend(fr.findings)
         res.files.append(fr.as_dict())
     res.explain = _explain_rows(L)
@@ -287,6 +295,10 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
     res.effective["config_file"] = cf
     res._merged = L.merged  # type: ignore[attr-defined]
     res.accelerate = L  # type: ignore[attr-defined]  (full values and origins, for tests and library use)
+
+
+def _internal(e: Exception) -> str:
+    return f"internal error while checking ({type(e).__name__}: {str(e)[:200]}); please report"
 
 
 def _relocate(f: Finding, L: acc.AccelerateLaunch, command_doc: Doc, no_file: bool) -> Finding:
@@ -391,6 +403,9 @@ def _check_ds_json(path: str, word: Word, cwd: str, options: Options, world: Opt
         o = Options(consumer=options.consumer or "deepspeed", world_size=options.world_size or world,
                     cwd=cwd, check_imports=options.check_imports)
         fr = cli.validate_text(text, path, "deepspeed", o, source_path=os.path.abspath(full))
+    except RecursionError:
+        res.input_errors.append({"file": path, "message": "nesting too deep to check"})
+        return
     except InputError as e:
         res.input_errors.append({"file": path, "message": f"{e} (named by the launch command at "
                                                           f"{word.line}:{word.col})"})
@@ -431,7 +446,11 @@ def check_node_set(files: List[str], commands: List[str], env: Optional[Dict[str
         except (InputError, RecursionError) as e:
             res.input_errors.append({"file": f, "message": str(e)})
             continue
-        fr = cli.validate_doc(doc, "accelerate", options)
+        try:
+            fr = cli.validate_doc(doc, "accelerate", options)
+        except Exception as e:  # noqa: BLE001
+            res.input_errors.append({"file": f, "message": _internal(e)})
+            continue
         res.findings.extend(fr.findings)
         res.files.append(fr.as_dict())
         docs[f] = doc

@@ -69,6 +69,13 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
     except CommandError as e:
         err.write(f"<launch-command>: error: {e}\n")
         return cli.EXIT_INPUT
+    except RecursionError:
+        err.write("<launch-command>: error: nesting too deep to check\n")
+        return cli.EXIT_INPUT
+    except Exception as e:  # noqa: BLE001 - never a traceback for bad input
+        err.write(f"<launch-command>: error: internal error while checking ({type(e).__name__}: "
+                  f"{str(e)[:200]}); please report\n")
+        return cli.EXIT_INPUT
     findings = [f for _, r in results for f in r.findings]
     findings.sort(key=lambda f: (f.file != "<launch-command>", f.file, f.line or 0, f.col or 0, f.rule))
     input_errors = [ie for _, r in results for ie in r.input_errors]

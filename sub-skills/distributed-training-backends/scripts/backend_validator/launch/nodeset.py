@@ -94,7 +94,8 @@ def check_nodes(nodes: List[Node], cwd: str) -> List[NodeIssue]:
     if isinstance(nm, int) and not isinstance(nm, bool):
         ranks: Dict[Any, List[Node]] = {}
         for n in nodes:
-            ranks.setdefault(n.values.get("machine_rank"), []).append(n)
+            r = n.values.get("machine_rank")
+            ranks.setdefault(r if isinstance(r, (int, str, float, type(None))) else repr(r), []).append(n)
         for r, ns in ranks.items():
             if len(ns) > 1:
                 for n in ns[1:]:
@@ -102,6 +103,8 @@ def check_nodes(nodes: List[Node], cwd: str) -> List[NodeIssue]:
                                          f"{', '.join(x.name for x in ns)}", "give each node its own machine_rank",
                                          n, "machine_rank"))
             if not (isinstance(r, int) and not isinstance(r, bool) and 0 <= r < nm):
+                if isinstance(r, str) and r.strip().lstrip("-").isdigit() and 0 <= int(r) < nm:
+                    continue  # a numeric string: the single-file rules report its type
                 for n in ns:
                     out.append(NodeIssue("nodeset-machine-rank", f"machine_rank {r!r} of {n.name} is outside "
                                          f"0..{nm - 1} (num_machines {nm})", "", n, "machine_rank"))
