@@ -15,7 +15,7 @@ from backend_validator import cli
 from backend_validator.launch.argv import CommandError, split_words
 from backend_validator.launch.check import check_command, check_node_set
 
-from conftest import SCRIPTS
+from launch_grid import SCRIPTS
 
 SCRIPT = SCRIPTS / "validate_backend_config.py"
 MULTI = "distributed_type: MULTI_GPU\nnum_processes: 16\nnum_machines: 2\nmachine_rank: 0\n" \

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import CONFIGS, accelerate_grid, runner_grid
+from launch_grid import CONFIGS, accelerate_grid, runner_grid
 
 from backend_validator.launch.check import check_command
 
