@@ -37,9 +37,13 @@ CONFIGS = {
     "ds_file": "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n",
     "ds_file_mp": "distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: bf16\ndeepspeed_config:\n"
                   "  deepspeed_config_file: ds.json\n",
+    "tpu": "distributed_type: XLA\nnum_processes: 8\n",
+    "dyn": "distributed_type: MULTI_GPU\nnum_processes: 2\ndynamo_config:\n  dynamo_backend: INDUCTOR\n"
+           "  dynamo_mode: default\ndebug: true\n",
     "mp_fp16": "distributed_type: MULTI_GPU\nnum_processes: 4\nmixed_precision: fp16\nmain_process_port: 29600\n",
 }
-PARADIGM = ["", "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--cpu", "--use_megatron_lm"]
+PARADIGM = ["", "--multi_gpu", "--use_deepspeed", "--use_fsdp", "--cpu", "--use_megatron_lm", "--tpu",
+            "--use_megatron_lm --use_deepspeed"]
 NPROC = ["", "--num_processes 1", "--num_processes 2", "--num-processes 8"]
 EXTRA = ["", "--num_machines 2", "--num_machines 2 --machine_rank 1 --main_process_ip 10.0.0.2 --main_process_port 29555",
          "--mixed_precision fp16", "--gpu_ids 0", "--gpu_ids 0,1", "--zero_stage 3", "--fsdp_version 2 --use_parallelism_config",
@@ -47,8 +51,11 @@ EXTRA = ["", "--num_machines 2", "--num_machines 2 --machine_rank 1 --main_proce
          "--fsdp_sync_module_states false", "--fsdp_cpu_ram_efficient_loading true", "--dynamo_backend inductor",
          "--num_proc 2", "--mixed_precision fp17", "-m --no_python", "--megatron_lm_tp_degree 2",
          "--num_processes 4 --num_processes 2", "--deepspeed_multinode_launcher standard", "--machine_rank 1",
-         "--num_processes two", "--gradient_accumulation_steps 4", "--mixed_precision no"]
-N_ACC = 420
+         "--num_processes two", "--gradient_accumulation_steps 4", "--mixed_precision no",
+         "--mixed_precision fp8 --fp8_backend te", "--debug", "--dynamo_backend no --dynamo_mode max-autotune",
+         "--fsdp_sharding_strategy SHARD_GRAD_OP", "--deepspeed_config_file ds.json", "--num_machines 1 --machine_rank 0",
+         "--megatron_lm_no_load_optim False", "--rdzv_backend c10d --num_machines 2 --main_process_ip 10.0.0.4"]
+N_ACC = 520
 
 
 def accelerate_grid():

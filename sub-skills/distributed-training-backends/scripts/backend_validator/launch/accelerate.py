@@ -335,6 +335,10 @@ def _choose_launcher(L: AccelerateLaunch, a: Dict[str, Any]) -> None:
 
 def _env_builders(L: AccelerateLaunch, a: Dict[str, Any], org: Dict[str, Origin]) -> None:
     """Values and stops of the env builder launch_command calls (process start not included)."""
+    if L.launcher == "tpu" and a.get("no_python"):
+        _stop_env(L, "launch-tpu-no-python", "--no_python cannot be used with the TPU launcher (it imports the "
+                  "script as a module)", "drop --no_python", "no_python")
+        return
     if L.launcher in ("tpu", "sagemaker"):
         return
     nproc, nm = a.get("num_processes"), a.get("num_machines")

@@ -223,6 +223,24 @@ def module_no_python(ctx: Context):
     yield from _emit(ctx, "launch-module-and-no-python")
 
 
+@rule(id="launch-tpu-no-python", severity="error", family="launch",
+      summary="--no_python on the TPU launcher", source="accelerate/commands/launch.py::tpu_launcher")
+def tpu_no_python(ctx: Context):
+    """The TPU launcher imports the training script as a Python module, so ``--no_python`` is refused.
+
+    Fails:
+    ```text
+    $ accelerate launch --tpu --num_processes 8 --no_python train.py
+    ```
+
+    Passes:
+    ```text
+    $ accelerate launch --tpu --num_processes 8 train.py
+    ```
+    """
+    yield from _emit(ctx, "launch-tpu-no-python")
+
+
 @rule(id="launch-fsdp-ram-loading-without-sync", severity="error", family="launch",
       summary="FSDP: cpu_ram_efficient_loading on with sync_module_states off, set from the command line",
       source="accelerate/utils/launch.py::prepare_multi_gpu_env")
