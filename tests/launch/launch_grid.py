@@ -85,7 +85,13 @@ DEEPSPEED = ["--num_gpus 2", "--num_gpus 2 --include localhost:0", "--include lo
              "--hostfile hostfile", "--hostfile bad_hostfile", "--hostfile hostfile --num_nodes 1",
              "--num_nodes 2", "--hostfile hostfile --launcher ssh", "--hostfile hostfile --launcher openmpi",
              "--hostfile dup_hostfile", "--num_gpu 2", "--num_gpus two", "--master_port 29501 --num_gpus 1",
-             "--hostfile hostfile --num_gpus 2 --include worker-1", "--autotuning maybe", "--no_ssh --node_rank 0"]
+             "--hostfile hostfile --num_gpus 2 --include worker-1", "--autotuning maybe", "--no_ssh --node_rank 0",
+             "--hostfile hostfile --num_gpus 12", "--hostfile hostfile --num_gpus 4 --num_nodes 1",
+             "--hostfile hostfile --include worker-2", "--hostfile hostfile --exclude worker-1:0,1",
+             "--hostfile hostfile --include worker-9", "--hostfile hostfile --no_ssh --node_rank 3",
+             "--include localhost:0,1", "--include worker-1", "--hostfile hostfile --include worker-1:0,9",
+             "--hostfile hostfile --exclude worker-2", "--hostfile hostfile --include worker-1@worker-2:3",
+             "--include a:b", "--hostfile hostfile --no_ssh --node_rank 1 --exclude worker-1"]
 
 
 def runner_grid():

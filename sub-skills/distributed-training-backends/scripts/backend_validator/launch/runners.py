@@ -184,6 +184,18 @@ def parse_hostfile(text: str) -> Tuple[Dict[str, int], Optional[Tuple[int, str]]
     return pool, None
 
 
+def _parse_filter(text: str) -> Dict[str, List[int]]:
+    """deepspeed/launcher/runner.py::parse_node_config_list: NAME[:SLOT[,SLOT]][@NAME...]."""
+    out: Dict[str, List[int]] = {}
+    for node in text.split("@"):
+        if ":" in node:
+            host, slots = node.split(":")  # more than one ':' fails in deepspeed too (ValueError)
+            out.setdefault(host, []).extend(int(x) for x in slots.split(","))
+        else:
+            out.setdefault(node, [])
+    return {k: sorted(set(v)) for k, v in out.items()}
+
+
 def analyse_deepspeed(parsed: Parsed, env: Dict[str, str], cwd: str) -> RunnerLaunch:
     R = RunnerLaunch("deepspeed", parsed, dict(parsed.values))
     v = R.values
@@ -244,13 +256,65 @@ def analyse_deepspeed(parsed: Parsed, env: Dict[str, str], cwd: str) -> RunnerLa
         R.issues.append(RunnerIssue(
             "launch-ds-unknown-launcher", f"--launcher {v.get('launcher')!r} is not one of "
             f"{', '.join(DS_LAUNCHERS)}: the multi-node runner stops ('Unknown launcher')", "", w("launcher")))
+    if any(i.rule == "launch-ds-filter-conflict" for i in R.issues):
+        return R
+    active: Optional[Dict[str, List[int]]] = None
     if pool:
-        hosts = list(pool.items())
-        nn = v.get("num_nodes", -1)
+        active = {h: list(range(n)) for h, n in pool.items()}
+    flt = v.get("include") or v.get("exclude")
+    if flt:
+        dest = "include" if v.get("include") else "exclude"
+        try:
+            spec = _parse_filter(flt)
+        except ValueError:
+            R.issues.append(RunnerIssue("launch-ds-filter-invalid", f"--{dest} {flt!r} is not HOST[:SLOT,...][@HOST...] "
+                                        "(slots must be integers)", "", w(dest)))
+            return R
+        known = active if active is not None else None
+        for host, slots in spec.items():
+            if known is None:
+                if host != "localhost":
+                    R.issues.append(RunnerIssue(
+                        "launch-ds-filter-invalid", f"--{dest} names {host!r} but there is no hostfile: deepspeed only "
+                        "knows 'localhost'", "pass --hostfile, or use localhost", w(dest)))
+                continue
+            if host not in known:
+                R.issues.append(RunnerIssue("launch-ds-filter-invalid", f"--{dest} names {host!r}, which the hostfile "
+                                            "does not list (deepspeed: 'Hostname ... not found in hostfile')", "",
+                                            w(dest)))
+            else:
+                bad = [x for x in slots if x not in known[host]]
+                if bad:
+                    R.issues.append(RunnerIssue("launch-ds-filter-invalid", f"--{dest} asks for slot(s) "
+                                                f"{', '.join(map(str, bad))} on {host}, which has slots 0.."
+                                                f"{len(known[host]) - 1}", "", w(dest)))
+        if any(i.rule == "launch-ds-filter-invalid" for i in R.issues) or active is None:
+            return R
+        if dest == "include":
+            active = {h: (spec[h] or active[h]) for h in active if h in spec}
+        else:
+            active = {h: ([] if not spec[h] else [x for x in sl if x not in spec[h]]) if h in spec else sl
+                      for h, sl in active.items()}
+            active = {h: sl for h, sl in active.items() if sl}
+    if active is not None:
+        # apply_num_nodes_and_gpus: the first num_nodes hosts, then range(num_gpus) on each (slots= not consulted)
+        nn, ng = v.get("num_nodes", -1), v.get("num_gpus", -1)
         if nn > 0:
-            hosts = hosts[:nn]
-        ng = v.get("num_gpus", -1)
-        R.world_size = sum(ng if ng > 0 else s for _, s in hosts)
-    elif v.get("num_gpus", -1) > 0:
+            active = dict(list(active.items())[:nn])
+        if ng > 0:
+            over = [h for h in active if ng > pool.get(h, 0)]
+            if over:
+                R.issues.append(RunnerIssue(
+                    "launch-ds-gpus-exceed-slots", f"--num_gpus {ng} is more than the slots of {', '.join(over)} in the "
+                    f"hostfile: deepspeed starts {ng} processes per host anyway", "lower --num_gpus or fix slots=",
+                    w("num_gpus")))
+            active = {h: list(range(ng)) for h in active}
+        R.world_size = sum(len(x) for x in active.values())
+        if v.get("no_ssh") and not 0 <= v.get("node_rank", -1) < len(active):
+            R.issues.append(RunnerIssue(
+                "launch-ds-filter-conflict", f"--no_ssh needs --node_rank in 0..{len(active) - 1} (got "
+                f"{v.get('node_rank')}): deepspeed asserts it", "pass this machine's --node_rank",
+                w("node_rank") or w("no_ssh")))
+    elif v.get("num_gpus", -1) > 0 and not flt:
         R.world_size = v["num_gpus"]
     return R

@@ -535,7 +535,7 @@ def torchrun_multinode(ctx: Context):
 
 
 @rule(id="launch-ds-filter-conflict", severity="error", family="launch",
-      summary="deepspeed: --num_nodes/--num_gpus with --include/--exclude, both filters, or --num_nodes > 1 without a hostfile",
+      summary="deepspeed: --num_nodes/--num_gpus with --include/--exclude, both filters, --num_nodes > 1 without a hostfile, --no_ssh rank out of range",
       source="deepspeed/launcher/runner.py::main / parse_resource_filter")
 def ds_filter(ctx: Context):
     """The DeepSpeed runner selects machines either by count or by filter, and needs a hostfile
@@ -552,6 +552,57 @@ def ds_filter(ctx: Context):
     ```
     """
     yield from _emit(ctx, "launch-ds-filter-conflict")
+
+
+@rule(id="launch-ds-filter-invalid", severity="error", family="launch",
+      summary="deepspeed --include/--exclude names a host the hostfile lacks, a missing slot, or is malformed",
+      source="deepspeed/launcher/runner.py::parse_resource_filter / parse_node_config")
+def ds_filter_invalid(ctx: Context):
+    """Filters are ``HOST[:SLOT,...]`` joined by ``@``; every host must be in the hostfile (only
+    ``localhost`` without one) and every slot below its ``slots=`` count.
+
+    Fails:
+    ```text
+    $ deepspeed --hostfile hostfile --include worker-3 train.py
+    # hostfile
+    worker-1 slots=8
+    worker-2 slots=8
+    ```
+
+    Passes:
+    ```text
+    $ deepspeed --hostfile hostfile --include worker-2:0,1 train.py
+    # hostfile
+    worker-1 slots=8
+    worker-2 slots=8
+    ```
+    """
+    yield from _emit(ctx, "launch-ds-filter-invalid")
+
+
+@rule(id="launch-ds-gpus-exceed-slots", severity="warning", family="launch",
+      summary="deepspeed --num_gpus above a host's slots= count: that many processes start anyway",
+      source="deepspeed/launcher/runner.py::apply_num_nodes_and_gpus")
+def ds_gpus_slots(ctx: Context):
+    """``--num_gpus N`` replaces each host's slots with ``range(N)`` without looking at ``slots=``.
+
+    Fails:
+    ```text
+    $ deepspeed --hostfile hostfile --num_gpus 12 train.py
+    # hostfile
+    worker-1 slots=8
+    worker-2 slots=8
+    ```
+
+    Passes:
+    ```text
+    $ deepspeed --hostfile hostfile --num_gpus 8 train.py
+    # hostfile
+    worker-1 slots=8
+    worker-2 slots=8
+    ```
+    """
+    yield from _emit(ctx, "launch-ds-gpus-exceed-slots")
 
 
 @rule(id="launch-ds-hostfile-invalid", severity="error", family="launch",
