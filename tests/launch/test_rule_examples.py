@@ -84,3 +84,43 @@ def test_accelerate_error_examples_match_accelerate(python_exe, tmp_path, repo_r
     wrong = [(k, v["verdict"], v["stage"], v["message"]) for k, v in got.items()
              if (v["verdict"] == "reject") != k.endswith(":Fails")]
     assert not wrong, wrong
+
+
+# what accelerate's own run shows for each warning rule's failing example (the value is lost or changed)
+WARNING_PROOF = {
+    "launch-flag-ignored": lambda o: o["launcher"] == "torchrun" and not any(
+        k.startswith("ACCELERATE_DEEPSPEED") for k in o["env"]) and o["env"].get("ACCELERATE_USE_FSDP") == "true",
+    "launch-paradigm-flag-overrides-file": lambda o: o["launcher"] == "torchrun" and "deepspeed" not in o["plugins"],
+    "launch-flag-repeated": lambda o: o["args"]["num_processes"] == 4,
+    "launch-bool-flag-value": lambda o: o["args_all"]["megatron_lm_no_load_optim"] is True,
+    "launch-machine-rank-default": lambda o: o["args"]["node_rank"] == 0,
+    "launch-flag-loses-to-deepspeed-json": lambda o: o["plugins"]["deepspeed"]["zero_stage"] == 3,
+}
+
+
+def test_accelerate_warning_examples_show_the_loss(python_exe, tmp_path, repo_root):
+    items, order = [], []
+    for rid, label, text in _examples():
+        cmd, files = _example(text)
+        if label != "Fails" or not cmd.startswith("accelerate launch") or core.REGISTRY[rid].severity != "warning":
+            continue
+        d = tmp_path / rid
+        d.mkdir()
+        for n, t in files.items():
+            (d / n).write_text(t)
+        argv = [a if a != "config.yaml" else "{config}" for a in shlex.split(cmd)[2:]]
+        it = {"id": rid, "argv": argv, "cwd": str(d), "name": "config.yaml"}
+        if "config.yaml" in files:
+            it["text"] = files["config.yaml"]
+        items.append(it)
+        order.append(rid)
+    assert set(order) == set(WARNING_PROOF), set(order) ^ set(WARNING_PROOF)
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
+    proc = subprocess.run([python_exe, str(repo_root / "tests" / "oracle" / "accelerate_oracle.py")],
+                          input=json.dumps({"configs": items}), capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = {r["id"]: r for r in json.loads(proc.stdout)["results"]}
+    for rid in order:
+        o = got[rid]
+        assert o["verdict"] == "accept", (rid, o["stage"], o["message"])
+        assert WARNING_PROOF[rid](o), (rid, o["launcher"], o["args"], o["env"], o["plugins"])

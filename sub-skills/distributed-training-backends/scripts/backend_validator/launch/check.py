@@ -338,7 +338,7 @@ def _derived_warnings(L: acc.AccelerateLaunch, data: Optional[Dict[str, Any]], i
                                     gs[-1].word))
     nm = a.get("num_machines")
     if isinstance(nm, int) and not isinstance(nm, bool) and nm > 1 and L.launcher in ("torchrun", "deepspeed") \
-            and not parsed.last("machine_rank") and not (data and "machine_rank" in data):
+            and data is not None and not parsed.last("machine_rank") and "machine_rank" not in data:
         issues.append(Issue("launch-machine-rank-default", f"num_machines {nm} but no --machine_rank and no "
                             "machine_rank in the file: this node starts as rank 0",
                             "pass --machine_rank N on each node (0 on the main node)",

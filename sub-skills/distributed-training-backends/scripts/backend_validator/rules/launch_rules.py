@@ -396,20 +396,31 @@ def bool_flag(ctx: Context):
 
 
 @rule(id="launch-machine-rank-default", severity="warning", family="launch",
-      summary="a multi-machine launch whose machine_rank comes from neither the command nor the file (every node is rank 0)",
+      summary="a multi-machine launch with a config file but no machine_rank in it or on the command (every node is rank 0)",
       source=ACC)
 def machine_rank_default(ctx: Context):
-    """With ``num_machines`` above 1 each node needs its own ``machine_rank``; left out, every node
-    starts as rank 0.
+    """With ``num_machines`` above 1 each node needs its own ``machine_rank``; a config file without
+    it gives 0 (``ClusterConfig`` default), so every node starts as rank 0. (Without any config file
+    the launch fails instead: launch-machine-rank-missing.)
 
     Fails:
     ```text
-    $ accelerate launch --multi_gpu --num_processes 16 --num_machines 2 --main_process_ip 10.0.0.1 --main_process_port 29500 train.py
+    $ accelerate launch --config_file config.yaml --num_machines 2 train.py
+    # config.yaml
+    distributed_type: MULTI_GPU
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
     ```
 
     Passes:
     ```text
-    $ accelerate launch --multi_gpu --num_processes 16 --num_machines 2 --machine_rank 1 --main_process_ip 10.0.0.1 --main_process_port 29500 train.py
+    $ accelerate launch --config_file config.yaml --num_machines 2 --machine_rank 1 train.py
+    # config.yaml
+    distributed_type: MULTI_GPU
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
     ```
     """
     yield from _emit(ctx, "launch-machine-rank-default")
