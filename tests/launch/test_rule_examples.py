@@ -8,6 +8,7 @@ import shlex
 import subprocess
 
 import pytest
+from pathlib import Path
 
 from backend_validator import core, docs
 from backend_validator.cli import _rules_loaded
@@ -124,3 +125,34 @@ def test_accelerate_warning_examples_show_the_loss(python_exe, tmp_path, repo_ro
         o = got[rid]
         assert o["verdict"] == "accept", (rid, o["stage"], o["message"])
         assert WARNING_PROOF[rid](o), (rid, o["launcher"], o["args"], o["env"], o["plugins"])
+
+
+RUNNER_PROOF = {
+    "launch-torchrun-standalone-overrides": lambda v: v["rdzv_endpoint"] == "localhost:0" and v["rdzv_backend"] == "c10d",
+    "launch-torchrun-ignored-flag": lambda v: v["node_rank"] is None and v["rdzv_backend"] == "c10d",
+    "launch-torchrun-multinode-rendezvous": lambda v: v["rdzv_endpoint"] == "127.0.0.1:29500" and v["node_rank"] == 0,
+    "launch-ds-hostfile-missing": lambda v: v["hosts"] == 1,
+    "launch-ds-gpus-exceed-slots": lambda v: v["world_size"] == 24,
+}
+
+
+def test_runner_warning_examples_show_the_loss(python_exe, tmp_path):
+    items = []
+    for rid, label, text in _examples():
+        cmd, files = _example(text)
+        launcher = cmd.split()[0]
+        if label != "Fails" or launcher not in ("torchrun", "deepspeed") or core.REGISTRY[rid].severity != "warning":
+            continue
+        d = tmp_path / rid
+        d.mkdir()
+        for n, t in files.items():
+            (d / n).write_text(t)
+        items.append({"id": rid, "launcher": launcher, "argv": shlex.split(cmd)[1:], "cwd": str(d)})
+    assert {i["id"] for i in items} == set(RUNNER_PROOF)
+    oracle = Path(__file__).with_name("runner_oracle.py")
+    proc = subprocess.run([python_exe, str(oracle)], input=json.dumps({"commands": items}), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for r in json.loads(proc.stdout)["results"]:
+        assert r["verdict"] == "accept", r
+        assert RUNNER_PROOF[r["id"]](r["values"]), r
