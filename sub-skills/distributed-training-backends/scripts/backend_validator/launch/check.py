@@ -198,8 +198,7 @@ def _ignored_flags(L: acc.AccelerateLaunch) -> List[Issue]:
             why = f"DeepSpeed flag, but the launch runs the {launcher} launcher"
         elif block == "fsdp_config" and not (launcher == "torchrun" and a.get("use_fsdp")):
             why = f"FSDP flag, but the launch is not FSDP ({launcher} launcher)"
-        elif block == "megatron_lm_config" and not (launcher == "torchrun" and a.get("use_megatron_lm")
-                                                   and not a.get("use_fsdp")):
+        elif block == "megatron_lm_config" and not (launcher == "torchrun" and a.get("use_megatron_lm")):
             why = "Megatron-LM flag, but the launch is not Megatron-LM"
         elif dest in TORCHRUN_ONLY and launcher not in ("torchrun", "deepspeed"):
             why = f"passed only to torchrun, but the launch runs the {launcher} launcher"
@@ -212,8 +211,6 @@ def _ignored_flags(L: acc.AccelerateLaunch) -> List[Issue]:
             why = "the exclusion filter wins (only one filter is passed to deepspeed)"
         elif dest == "use_megatron_lm" and launcher == "deepspeed":
             why = "--use_deepspeed (or distributed_type DEEPSPEED) is chosen first"
-        elif dest == "use_megatron_lm" and a.get("use_fsdp"):
-            why = "FSDP is chosen first (both run torchrun, the FSDP settings are exported)"
         elif dest in acc.PARADIGM_FLAGS and a.get("cpu"):
             why = "--cpu wins: the simple launcher runs on CPU"
         if why:
