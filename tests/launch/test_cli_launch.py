@@ -168,3 +168,21 @@ def test_hostile_input_never_crashes(tmp_path):
             check_command(cmd, env={}, cwd=str(tmp_path))
         except CommandError:
             pass
+
+
+def test_paths_resolve_against_the_launch_directory(tmp_path):
+    run_dir = tmp_path / "job"
+    run_dir.mkdir()
+    (run_dir / "c.yaml").write_text("distributed_type: DEEPSPEED\nnum_processes: 2\n"
+                                    "deepspeed_config:\n  deepspeed_config_file: ds.json\n")
+    (run_dir / "ds.json").write_text('{"zero_optimization": ')  # not JSON at all
+    cmd = "accelerate launch --config_file c.yaml train.py"
+    rc, out, err = run(["--cwd", str(run_dir), "--launch-command", cmd], tmp_path)
+    assert rc == 1 and "c.yaml:4:3: error input-related-file-unreadable" in out, out + err
+    rc, out, err = run(["--launch-command", cmd], tmp_path)  # from another directory the file is not there
+    assert rc == 1 and "launch-config-file-missing" in out
+    # a JSON named by the flag is read too, and the finding points at the flag
+    (run_dir / "c.yaml").write_text("distributed_type: DEEPSPEED\nnum_processes: 2\n")
+    rc, out, err = run(["--cwd", str(run_dir), "--launch-command",
+                        "accelerate launch --config_file c.yaml --deepspeed_config_file ds.json train.py"], tmp_path)
+    assert rc == 1 and "<launch-command>:1:40: error input-related-file-unreadable" in out, out + err
