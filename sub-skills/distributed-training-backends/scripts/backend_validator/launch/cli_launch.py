@@ -12,7 +12,6 @@ import os
 from typing import Any, Dict, List, TextIO
 
 from ..core import Options
-from .argv import CommandError
 
 EPILOG = """\
 launch commands (the whole command line, shell-quoted, checked without running it):
@@ -39,6 +38,7 @@ def _env(pairs: List[str], err: TextIO) -> Dict[str, str]:
 
 def run(args: Any, out: TextIO, err: TextIO) -> int:
     from .. import cli
+    from .argv import CommandError
     from .check import check_command, check_node_set
     try:
         env = _env(args.env, err)
