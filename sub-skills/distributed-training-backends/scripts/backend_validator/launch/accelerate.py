@@ -375,8 +375,8 @@ def _env_builders(L: AccelerateLaunch, a: Dict[str, Any], org: Dict[str, Origin]
             g.word if g else None))
         L.stopped = "env"
         return
-    ds_multi = L.launcher == "deepspeed" and multi and a.get("deepspeed_multinode_launcher") not in (None, "standard") \
-        or (L.launcher == "deepspeed" and multi and a.get("deepspeed_multinode_launcher") is None)
+    # the `deepspeed` runner command (pdsh & co.; a missing launcher means pdsh), unless 'standard' (torchrun)
+    ds_multi = L.launcher == "deepspeed" and multi and a.get("deepspeed_multinode_launcher") != "standard"
     if L.launcher == "deepspeed" and a.get("deepspeed_multinode_launcher") is None:
         a["deepspeed_multinode_launcher"] = "pdsh"
         org["deepspeed_multinode_launcher"] = Origin("default", "'pdsh'")
@@ -485,7 +485,6 @@ def _merged_config(L: AccelerateLaunch) -> Tuple[Dict[str, Any], Dict[Tuple[Any,
             n = a.get("num_processes")
             dt = "MULTI_CPU" if isinstance(n, int) and n > 1 else "NO"
         else:
-            n = a.get("num_processes")
             dt = base.get("distributed_type", "NO") if L.data is not None else "NO"
         flag = next((parsed.last(f) for f in PARADIGM_FLAGS + ("cpu",) if parsed.last(f)), None)
         if flag is not None or L.data is None:
@@ -504,8 +503,6 @@ def _merged_config(L: AccelerateLaunch) -> Tuple[Dict[str, Any], Dict[Tuple[Any,
         del base["parallelism_config"]
     if L.data is None and a.get("num_processes") is not None:
         base["num_processes"] = a["num_processes"]
-    if a.get("cpu") and "use_cpu" in base:
-        pass
     ds_file = a.get("deepspeed_config_file") if L.launcher == "deepspeed" else None
     with_json = isinstance(ds_file, str) and ds_file.strip() not in ("", "none")
     for dest in TOP_LEVEL_FLAGS:

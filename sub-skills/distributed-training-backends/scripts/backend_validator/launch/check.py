@@ -286,7 +286,7 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
             fr = cli.FileResult(cf)
         res.findings.extend(fr.findings)
         res.files.append(fr.as_dict())
-    res.explain = _explain_rows(L)
+    res.explain = _explain_rows(L, doc)
     res.effective = {k: L.args.get(k) for k in EXPLAIN_KEYS if k in L.args}
     res.effective["launcher"] = L.launcher if L.merged is not None else None
     res.effective["config_file"] = cf
@@ -375,7 +375,7 @@ EXPLAIN_KEYS = ("use_deepspeed", "use_fsdp", "use_megatron_lm", "multi_gpu", "tp
                 "rdzv_endpoint")
 
 
-def _explain_rows(L: acc.AccelerateLaunch) -> List[Dict[str, Any]]:
+def _explain_rows(L: acc.AccelerateLaunch, doc: Optional[Doc] = None) -> List[Dict[str, Any]]:
     rows = [{"setting": "config file", "value": L.config_name or None,
              "origin": L.config_from or "none read"},
             {"setting": "launcher", "value": L.launcher if L.merged is not None else None,
@@ -384,8 +384,10 @@ def _explain_rows(L: acc.AccelerateLaunch) -> List[Dict[str, Any]]:
         if k not in L.args:
             continue
         o = L.origin.get(k)
-        rows.append({"setting": k, "value": L.args.get(k),
-                     "origin": o.describe(L.config_name) if o else "default"})
+        text = o.describe(L.config_name) if o else "default"
+        if o is not None and o.kind == "file" and doc is not None and doc.pos(o.path)[0] is not None:
+            text = f"file {L.config_name}:{doc.pos(o.path)[0]} {'.'.join(map(str, o.path))}"
+        rows.append({"setting": k, "value": L.args.get(k), "origin": text})
     if L.stopped:
         rows.append({"setting": "stopped", "value": L.stopped, "origin": "accelerate stops here"})
     return rows
