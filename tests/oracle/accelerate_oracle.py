@@ -195,6 +195,8 @@ def run_one(item):
     name = item.get("name") or "config.yaml"
     if "path" in item and item["path"]:
         path = os.path.abspath(item["path"])
+    elif item.get("argv") is not None and item.get("text") is None:
+        path = None  # a launch command without a config file (tests/launch)
     else:
         path = os.path.join(tmpdir, os.path.basename(name))
         with open(path, "w", encoding="utf-8") as f:
@@ -225,21 +227,29 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 launch_command_parser, ulaunch, udc, ComputeEnvironment, DistributedType,
                 parse_choice_from_env, torch):
     # ---- load
-    try:
-        import yaml
-        with open(path, encoding="utf-8") as f:
-            res["raw"] = _jsonable(json.load(f) if path.endswith(".json") else yaml.safe_load(f))
-    except Exception:
-        res["raw"] = None
-    try:
-        cfg = load_config_from_file(path)
-    except Exception as e:  # noqa: BLE001
-        raise Stop("load", e)
-    res["loaded"] = _loaded_view(cfg)
+    cfg = None
+    if path is not None:
+        try:
+            import yaml
+            with open(path, encoding="utf-8") as f:
+                res["raw"] = _jsonable(json.load(f) if path.endswith(".json") else yaml.safe_load(f))
+        except Exception:
+            res["raw"] = None
+        try:
+            cfg = load_config_from_file(path)
+        except Exception as e:  # noqa: BLE001
+            raise Stop("load", e)
+        res["loaded"] = _loaded_view(cfg)
 
-    # ---- launch: argument merge + validation
+    # ---- launch: argument merge + validation ("argv": a whole command line, {config} = the file)
     parser = launch_command_parser()
-    args = parser.parse_args(["--config_file", path, "train.py"])
+    if item.get("argv") is not None:
+        try:
+            args = parser.parse_args([a.replace("{config}", path or "") for a in item["argv"]])
+        except SystemExit as e:
+            raise Stop("parse", ValueError(f"argparse exit status {e.code}"))
+    else:
+        args = parser.parse_args(["--config_file", path, "train.py"])
     try:
         args, defaults, mp_from_config = _validate_launch_command(args)
     except Exception as e:  # noqa: BLE001
@@ -289,6 +299,8 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
     except Exception as e:  # noqa: BLE001
         raise Stop("env", e)
     res["launcher"] = launcher
+    res["args_after_env"] = {k: _jsonable(getattr(args, k, None)) for k in _ARG_KEYS + (
+        "zero_stage", "fsdp_version", "fsdp_sharding_strategy", "deepspeed_multinode_launcher") if hasattr(args, k)}
     for k in ("rdzv_endpoint", "master_addr", "master_port", "nproc_per_node", "nnodes", "node_rank"):
         if hasattr(args, k):
             res["args"][k] = _jsonable(getattr(args, k))
@@ -365,8 +377,8 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
             # a deepspeed_config_file path that does not exist in the launch directory depends on where
             # accelerate launch is run, not on the file alone
             # (only for a text value: a number or mapping there fails wherever it is launched)
-            ds_file = cfg.deepspeed_config.get("deepspeed_config_file") if isinstance(cfg.deepspeed_config, dict) \
-                else None
+            ds_file = cfg.deepspeed_config.get("deepspeed_config_file") if cfg is not None and isinstance(
+                cfg.deepspeed_config, dict) else None
             raise Stop("plugins", e, env_dependent=isinstance(e, ValueError) and isinstance(ds_file, str) and
                        "expected a string path to an existing deepspeed config" in str(e).lower())
 

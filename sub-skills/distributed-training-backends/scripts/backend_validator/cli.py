@@ -368,6 +368,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of processes the DeepSpeed JSON will run with (batch-size arithmetic)")
     p.add_argument("--cwd", default=None, metavar="DIR",
                    help="launch directory for resolving relative deepspeed_config_file (default: current)")
+    # launch commands and node sets (backend_validator/launch/)
+    p.add_argument("--launch-command", action="append", default=None, metavar="CMD",
+                   help="a whole `accelerate launch` / `deepspeed` / `torchrun` command (one shell-quoted string): "
+                        "check the configuration that command would run with (repeatable)")
+    p.add_argument("--env", action="append", default=None, metavar="KEY=VALUE",
+                   help="environment for --launch-command (HF_HOME, XDG_CACHE_HOME, PET_*); default: this environment")
+    p.add_argument("--node-set", nargs="*", default=None, metavar="FILE",
+                   help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
+    p.add_argument("--explain", action="store_true",
+                   help="with --launch-command: print each effective value and where it came from")
+    from .launch.cli_launch import EPILOG as _LAUNCH_EPILOG
+    p.epilog = (p.epilog or "") + "\n" + _LAUNCH_EPILOG
     return p
 
 
@@ -394,6 +406,9 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     if args.list_rules:
         list_rules(args.output, out)
         return EXIT_OK
+    if args.launch_command or args.node_set is not None:  # launch commands and node sets
+        from .launch.cli_launch import run as run_launch
+        return run_launch(args, out, err)
     if not args.configs:
         err.write("validate_backend_config.py: error: no CONFIG given (use '-' for standard input)\n")
         return EXIT_INPUT

@@ -22,7 +22,8 @@ SEVERITIES = ("error", "warning", "info")
 #   cross      : an Accelerate config (ctx.doc) plus the DeepSpeed JSON its
 #                deepspeed_config_file names (ctx.related["deepspeed"]), when readable
 #   input      : parse-level problems (duplicate keys, YAML 1.1 traps, tags)
-FAMILIES = ("accelerate", "deepspeed", "cross", "input")
+#   launch     : a whole launch command or a node set (ctx.launch, see launch/check.py)
+FAMILIES = ("accelerate", "deepspeed", "cross", "input", "launch")
 CONSUMERS = ("deepspeed", "accelerate", "transformers")
 
 KeyPath = Tuple[Any, ...]

@@ -82,7 +82,8 @@ def ds_file_conflict(ctx):
     if not e or not _has_file(e):
         return ()
     b = ctx.doc.data.get("deepspeed_config")
-    for k in b:
+    # the file path may come from another block (accelerate copies every nested key onto the launch args)
+    for k in (b if isinstance(b, dict) else {}):
         if str(k).lower() in S.DS_FILE_EXCLUSIVE:
             ctx.report(("deepspeed_config", k), f"{k} is set next to deepspeed_config_file; DeepSpeedPlugin refuses "
                        "the combination", f"move {k} into the DeepSpeed JSON and delete it here")
