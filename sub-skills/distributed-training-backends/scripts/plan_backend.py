@@ -45,7 +45,8 @@ output: a table ranked best first (text) or, with --output json, one document:
   strategy: ddp zero1 zero2 zero3 fsdp-full-shard fsdp-shard-grad-op fsdp-hybrid-shard fsdp2 hsdp
   offload: none optimizer optimizer+params
 
-sizes: a number with a unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (1024).
+sizes: a number with a unit, e.g. 80GiB, 2TiB, 512GB: B, KB, MB, GB, TB (powers of 1000) or
+  KiB, MiB, GiB, TiB (powers of 1024). A bare number is refused.
 parameter counts: 7e9, 7B, 1.3B, 125M, 350K, 7000000000.
 
 exit codes:
@@ -90,6 +91,8 @@ _NUM = r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
 
 def parse_size(text: str, flag: str) -> int:
     m = re.fullmatch(_NUM + r"\s*([A-Za-z]+)", str(text).strip())
+    if str(text).strip().startswith("-"):
+        raise InputError(f"{flag}: {text!r} must be a positive size")
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise InputError(f"{flag}: {text!r} is not a size; write a number and a unit, e.g. 80GiB, 512GB, 2TiB")
     value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
@@ -100,6 +103,8 @@ def parse_size(text: str, flag: str) -> int:
 
 def parse_count(text: str, flag: str) -> int:
     m = re.fullmatch(_NUM + r"\s*([kKmMbBtT]?)", str(text).strip())
+    if str(text).strip().startswith("-"):
+        raise InputError(f"{flag}: {text!r} must be positive")
     if not m:
         raise InputError(f"{flag}: {text!r} is not a count; e.g. 7e9, 7B, 125M")
     value = float(m.group(1)) * _COUNT_SUFFIX[m.group(2).lower()]
@@ -642,11 +647,12 @@ def emit(result, args, folder):
     rec = result["recommended"]
     if args.emit_candidate:
         strat, _, off = args.emit_candidate.partition(":")
-        off = off or "none"
-        match = [c for c in result["candidates"] if c["strategy"] == strat and c["offload"] == off]
+        off, _, dev = (off or "none").partition("@")
+        match = [c for c in result["candidates"] if c["strategy"] == strat and c["offload"] == off
+                 and (c["offload_device"] == dev if dev else c["offload_device"] in ("none", "cpu"))]
         if not match:
             raise InputError(f"--emit-candidate {args.emit_candidate!r}: no such candidate "
-                             "(STRATEGY[:OFFLOAD], e.g. zero3:optimizer)")
+                             "(STRATEGY[:OFFLOAD[@nvme]], e.g. zero3:optimizer or zero3:optimizer+params@nvme)")
         rec = match[0]
     inp = result["inputs"]
     G, M = inp["gpus_per_node"], inp["nodes"]
@@ -654,8 +660,7 @@ def emit(result, args, folder):
     layer_cls = {"llama": "LlamaDecoderLayer", "mistral": "MistralDecoderLayer", "qwen2": "Qwen2DecoderLayer",
                  "gpt2": "GPT2Block"}.get(result["model"]["family"], "LlamaDecoderLayer")
     cfg = {"compute_environment": "LOCAL_MACHINE", "num_machines": M, "num_processes": G * M,
-           "machine_rank": 0, "main_training_function": "main", "use_cpu": False, "rdzv_backend": "static",
-           "same_network": True}
+           "machine_rank": 0, "main_training_function": "main", "use_cpu": False, "rdzv_backend": "static"}
     if M > 1:
         cfg["main_process_ip"] = "MAIN_NODE_IP"
         cfg["main_process_port"] = 29500
@@ -807,8 +812,8 @@ def build_parser():
     o = p.add_argument_group("output")
     o.add_argument("--output", choices=("text", "json"), default="text", help="default text")
     o.add_argument("--emit", metavar="DIR", help="write accelerate.yaml (+ ds_config.json) for the recommendation")
-    o.add_argument("--emit-candidate", metavar="STRATEGY[:OFFLOAD]",
-                   help="with --emit: write this candidate instead, e.g. zero3:optimizer")
+    o.add_argument("--emit-candidate", metavar="STRATEGY[:OFFLOAD[@nvme]]",
+                   help="with --emit: write this candidate instead, e.g. zero3:optimizer, zero3:optimizer+params@nvme")
     return p
 
 
