@@ -316,34 +316,35 @@ def infer_arch(params: int, args) -> Arch:
 # ----------------------------------------------------------------------------- activations
 
 def activation_bytes(arch: Arch, seq: int, mbs: int, w: int, checkpointing: bool):
-    """(saved bytes at the end of forward, extra workspace in backward) for one micro-batch.
+    """(bytes autograd keeps at the end of forward, extra bytes during backward) for one micro-batch.
 
-    Llama family (measured, tests/planner/test_activations.py): per layer and token,
-    two RMSNorms saving an fp32 input and normalised value and an fp32 rstd (2*(8h+4)),
-    w*(4h + 2*kv + 4f) for norm outputs, q, k, v, attention output and the four SwiGLU tensors,
-    and 4*heads for the fp32 attention logsumexp (flash/efficient SDPA: no s x s matrix).
+    Per token and layer (references/memory-planning.md, measured by tests/planner/test_activations.py):
+    Llama family: each of 2 RMSNorms keeps its fp32 input (4h), fp32 rstd (4), normalised value
+    and output in the working dtype (2wh); attention keeps q, k, v after RoPE, its output and an
+    fp32 logsumexp per head (w*(2qd + 2kv) + 4a; flash/memory-efficient SDPA, no s x s matrix);
+    SwiGLU keeps gate, up, silu(gate) and their product (4wf).
+    GPT-2: each of 2 LayerNorms keeps input, output (2wh) and fp32 mean+rstd (8); fused qkv (3wh),
+    attention output (wh), logsumexp (4a); GELU MLP keeps its input and output (2wf).
     """
     t = seq * mbs
     h, f, a = arch.hidden, arch.ffn, arch.heads
     kv = arch.kv_heads * arch.head_dim
     qd = arch.heads * arch.head_dim
     if arch.family == "gpt2":
-        # LayerNorm saves input (w) and fp32 mean+rstd; c_attn input, q/k/v, attention output,
-        # c_proj input; GELU MLP saves c_fc input, GELU input and c_proj input.
-        per_tok = 2 * (w * h + 8) + w * (h + 3 * h + h) + 4 * a + w * (2 * f)
-        final = t * (w * h + 8) + t * w * h
+        per_tok = 2 * (2 * w * h + 8) + w * (3 * h + h) + 4 * a + w * 2 * f
+        final = t * (2 * w * h + 8) + seq * 8               # ln_f; position ids
     else:
-        per_tok = 2 * (8 * h + 4) + w * (2 * h + qd + 2 * kv + qd + 4 * f) + 4 * a
-        final = t * (8 * h + 4) + t * w * h
+        per_tok = 2 * (4 * h + 4 + 2 * w * h) + w * (2 * qd + 2 * kv + 4 * f) + 4 * a
+        final = t * (4 * h + 4 + 2 * w * h) + 2 * seq * arch.head_dim * w   # final norm; RoPE cos and sin
     per_layer = t * per_tok
-    final += t * arch.vocab * 4 + 2 * t * 8 + 4          # fp32 log_softmax output, targets, input ids, loss
+    final += t * arch.vocab * 4 + 2 * t * 8 + 4             # fp32 log_softmax output, targets, input ids, loss
     if checkpointing:
-        saved = arch.layers * t * w * h + final             # each checkpoint keeps its layer input
-        workspace = per_layer                                # one layer recomputed during backward
+        saved = arch.layers * t * w * h + final             # each checkpoint keeps only its layer input
+        workspace = per_layer                               # one layer recomputed during backward
     else:
         saved = arch.layers * per_layer + final
         workspace = 0
-    workspace += t * arch.vocab * 4                          # gradient of the fp32 logits
+    workspace += t * arch.vocab * 4                         # gradient of the fp32 logits
     return saved, workspace
 
 
