@@ -89,7 +89,7 @@ def run_zero(stage):
     eng, _, _, _ = deepspeed.initialize(model=m, optimizer=torch.optim.AdamW(m.parameters(), lr=1e-3), config=cfg)
     zopt = eng.optimizer
     inner = zopt.optimizer
-    seen = {}
+    seen = {"states_at_init": nbytes(state_tensors(inner))}
     orig_step = inner.step
 
     def step(*a, **k):
@@ -113,7 +113,8 @@ def run_zero(stage):
         eng.step()
     return {"parameters": params16, "gradients": g16 + seen["grads32"], "gradients_16bit": g16,
             "gradients_fp32": seen["grads32"], "master_weights": seen["master"],
-            "optimizer_states": nbytes(state_tensors(inner)), "optimizer": type(zopt).__name__}
+            "optimizer_states": nbytes(state_tensors(inner)), "optimizer": type(zopt).__name__,
+            "optimizer_states_at_initialize": seen["states_at_init"]}
 
 
 def run_fsdp2():
@@ -125,6 +126,7 @@ def run_fsdp2():
             fully_shard(layer, mp_policy=mp)
     fully_shard(m, mp_policy=mp)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    states_before_step = nbytes(state_tensors(opt))
     for _ in range(2):
         opt.zero_grad()
         loss = m(batch(torch.float32)).float().pow(2).mean()
@@ -132,7 +134,7 @@ def run_fsdp2():
         grads = nbytes(p.grad for p in m.parameters())
         opt.step()
     return {"parameters": nbytes(m.parameters()), "gradients": grads, "master_weights": 0,
-            "optimizer_states": nbytes(state_tensors(opt))}
+            "optimizer_states": nbytes(state_tensors(opt)), "optimizer_states_before_first_step": states_before_step}
 
 
 def main():

@@ -87,3 +87,13 @@ def test_sharding_really_divides_by_world_size(measured):
     s = measured[0]["strategies"]
     assert s["fsdp2"]["optimizer_states"] * WORLD == s["ddp"]["optimizer_states"]
     assert s["zero3"]["parameters"] * WORLD == 2 * P
+
+
+def test_when_optimizer_states_appear(measured):
+    """The reference's startup-OOM table: optimizer states appear at the first step, also under
+    DeepSpeed ZeRO (deepspeed.initialize creates none for a torch AdamW)."""
+    for rank in measured:
+        s = rank["strategies"]
+        for z in ("zero1", "zero2", "zero3"):
+            assert s[z]["optimizer_states_at_initialize"] == 0 < s[z]["optimizer_states"]
+        assert s["fsdp2"]["optimizer_states_before_first_step"] == 0

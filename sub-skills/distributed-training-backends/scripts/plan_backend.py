@@ -150,6 +150,9 @@ def nonneg_float(text: str) -> float:
 class Arch:
     """Decoder-only transformer shape and parameter inventory."""
 
+    BLOCK_MODULES = {"ln_1", "c_attn", "attn.c_proj", "ln_2", "c_fc", "mlp.c_proj", "input_layernorm", "q_proj",
+                     "k_proj", "v_proj", "o_proj", "post_attention_layernorm", "gate_proj", "up_proj", "down_proj"}
+
     def __init__(self, family, hidden, layers, heads, kv_heads, ffn, vocab, tied, head_dim=None,
                  positions=0, qkv_bias=False, o_bias=False, mlp_bias=False, assumed=False):
         self.family, self.hidden, self.layers, self.heads = family, hidden, layers, heads
@@ -200,12 +203,17 @@ class Arch:
         best = max(sum(self._numel(s) for s in shapes) for _, shapes, _ in self.modules())
         return max(best, self.vocab * self.hidden)
 
+    def _part(self, per_layer: bool) -> int:
+        return sum(sum(self._numel(s) for s in shapes) for name, shapes, _ in self.modules()
+                   if (name in self.BLOCK_MODULES) == per_layer)
+
     def block_params(self) -> int:
-        return sum(sum(self._numel(s) for s in shapes) for _, shapes, n in self.modules() if n == self.layers
-                   and self.layers > 1) if self.layers > 1 else self.total_params() - self.root_params()
+        """One decoder layer: the unit FSDP's TRANSFORMER_BASED_WRAP gathers."""
+        return self._part(True)
 
     def root_params(self) -> int:
-        return sum(sum(self._numel(s) for s in shapes) for _, shapes, n in self.modules() if n == 1)
+        """Embeddings, final norm and head: the root FSDP unit."""
+        return self._part(False)
 
     def adafactor_state_elems(self) -> int:
         """transformers Adafactor defaults (beta1=None): factored row+col for >=2-D, full for 1-D."""
@@ -411,8 +419,8 @@ CANDIDATES = [
     ("zero3", "optimizer+params", "nvme", 8),
 ]
 # Same sharding level: prefer the native / simpler backend (FSDP2 before DeepSpeed before FSDP1).
-BACKEND_PREF = {"ddp": 0, "fsdp2": 0, "hsdp": 0, "zero1": 1, "zero2": 1, "zero3": 1,
-                "fsdp-shard-grad-op": 2, "fsdp-hybrid-shard": 2, "fsdp-full-shard": 2}
+BACKEND_PREF = {"ddp": 0, "fsdp2": 0, "hsdp": 1, "zero1": 2, "zero2": 2, "zero3": 2,
+                "fsdp-shard-grad-op": 3, "fsdp-hybrid-shard": 4, "fsdp-full-shard": 3}
 
 
 def ceil_div(a, b):
@@ -475,6 +483,8 @@ def plan(args):
 
     cands = []
     for strategy, offload, device, level in CANDIDATES:
+        if strategy in ("fsdp-hybrid-shard", "hsdp") and M == 1:
+            level = 4                        # one node: the same as full sharding, no cheaper traffic
         c = candidate(strategy, offload, device, level, params=params, trainable=trainable, largest=largest,
                       unit=unit, G=G, M=M, N=N, w=w, mixed=mixed, opt_total=opt_total, s_bytes=s_bytes,
                       act_saved=act_saved, act_work=act_work, fp8_extra=fp8_extra, args=args)
@@ -487,8 +497,9 @@ def plan(args):
     rec = order[0]
     if rec["fits"]:
         less = [c for c in cands if c["_level"] < rec["_level"]]
-        rec["why"] += "; recommended: the least sharding that fits" + (
-            " (less sharded options do not fit)" if less else "")
+        rec["why"] += "; ranked first: the least sharding that fits" + (
+            " (every less sharded option is over the limit)" if less else "") + \
+            ", so the least communication and the simplest setup"
     else:
         best = min(cands, key=lambda c: c["per_gpu_bytes"]["total"])
         rec = best
