@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from _tiny_decoder import GPT2, Decoder, saved_bytes
-from conftest import plan_json, write_config
+from _planner_helpers import plan_json, write_config
 
 LLAMA = {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 8,
          "num_key_value_heads": 2, "intermediate_size": 352, "vocab_size": 512, "tie_word_embeddings": False}

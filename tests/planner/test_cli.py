@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, VALIDATOR, candidate, plan_json, run_planner, write_config
+from _planner_helpers import REPO, VALIDATOR, candidate, plan_json, run_planner, write_config
 
 STRATEGIES = {"ddp", "zero1", "zero2", "zero3", "fsdp-full-shard", "fsdp-shard-grad-op", "fsdp-hybrid-shard",
               "fsdp2", "hsdp"}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import candidate, plan_json
+from _planner_helpers import candidate, plan_json
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 

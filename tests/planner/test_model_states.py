@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, candidate, plan_json
+from _planner_helpers import REPO, candidate, plan_json
 
 WORKER = Path(__file__).with_name("_state_worker.py")
 WORLD = 2
