@@ -278,3 +278,34 @@ def test_emitted_deepspeed_json_matches_the_candidate(tmp_path):
     zo = ds["zero_optimization"]
     assert zo["stage"] == 3 and zo["offload_optimizer"]["device"] == zo["offload_param"]["device"] == "nvme"
     assert ds["bf16"]["enabled"] is True
+
+
+# ------------------------------------------------------------------ no argument list crashes it
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FLAGS = ["--params", "--largest-layer-params", "--seq-len", "--micro-batch", "--precision", "--optimizer",
+         "--activation-checkpointing", "--gpus-per-node", "--nodes", "--gpu-memory", "--host-memory",
+         "--trainable-fraction", "--hidden-size", "--num-layers", "--num-heads", "--num-kv-heads", "--ffn-size",
+         "--vocab-size", "--reserve", "--overhead-fraction", "--intra-node-bandwidth", "--inter-node-bandwidth",
+         "--output"]
+VALUES = ["7e9", "1", "0", "-1", "1e16", "1e17", "nan", "inf", "80GiB", "1B", "0.5", "json", "bf16", "fp8",
+          "adafactor", "sgd", "", " ", "1TiB", "3", "4096", "99999999", "1.5KiB", "1e-300"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.booleans(), st.lists(st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES)), max_size=12))
+def test_random_argument_lists_never_traceback(planner_module, with_model, argv):
+    argv = (["--params", "7e9"] if with_model else []) + argv
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            rc = planner_module.main(argv)
+        except SystemExit as exc:       # argparse's own usage errors
+            rc = exc.code
+    assert rc in (0, 1, 2)
+    if rc == 2:
+        assert len(err.getvalue().strip().splitlines()) == 1, err.getvalue()

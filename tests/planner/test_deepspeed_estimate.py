@@ -64,3 +64,19 @@ def test_cli_json_carries_the_same_numbers(ds, gpus, nodes):
         assert (d["cpu_bytes"], d["gpu_bytes"], d["largest_layer_memory"]) == want
     assert all("deepspeed_estimate" not in c for c in res["candidates"]
                if c["strategy"] not in ("zero2", "zero3"))
+
+
+def test_where_ours_differs_is_what_the_reference_says(ds):
+    """references/memory-planning.md: ZeRO-2 model states equal DeepSpeed's GPU figure for bf16 +
+    AdamW; ZeRO-3 differs by the 16-bit parameter partition (2P/N) and by counting the gathered
+    unit as 3*w*U instead of 4L."""
+    z2, z3 = ds
+    P, L, G = 6_738_415_616, 131_072_000, 8
+    res = plan_json("--params", P, "--largest-layer-params", L, "--gpus-per-node", G)
+    c2 = candidate(res, "zero2")["per_gpu_bytes"]
+    ours2 = c2["parameters"] + c2["gradients"] + c2["master_weights"] + c2["optimizer_states"]
+    assert abs(ours2 - z2(P, G, 1, False, 1.5)[1]) <= 4 * G          # rounding of the /N shares only
+    c3 = candidate(res, "zero3")["per_gpu_bytes"]
+    unit = res["inputs"]["fsdp_unit_params"]
+    ds3 = z3(P, L, G, 1, False, False, True, 1.5)[1]
+    assert abs((c3["model_states"] - ds3) - (2 * P / G + 3 * 2 * unit - 4 * L)) <= 5 * G

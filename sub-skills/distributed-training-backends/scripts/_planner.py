@@ -440,7 +440,8 @@ def plan(args):
     if largest is None:
         largest = arch.largest_layer_params()
     if largest > params:
-        raise InputError(f"--largest-layer-params {largest} is larger than the model ({params} parameters)")
+        raise InputError(f"the largest layer ({largest} parameters, --largest-layer-params or the config) "
+                         f"is larger than the model ({params} parameters)")
     unit = max(arch.block_params(), arch.root_params()) if (args.model_config or not arch.assumed) else largest
     unit = min(max(unit, largest), params)
 
@@ -794,14 +795,14 @@ def text_report(result) -> str:
                      ", activation checkpointing" if inp["activation_checkpointing"] else ""),
              "GiB per GPU: params, grads, master, optim, gathered, activ(+work), buffers, overhead -> total "
              "(limit {}); host GiB/node; comm GB/step per GPU".format(gib(inp["gpu_memory"])), ""]
-    head = "{:>2}  {:<19} {:<17} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11} {:>6} {:>6} {:>7} {:>7} {:>6}  {}".format(
+    head = "{:>2}  {:<19} {:<22} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11} {:>6} {:>6} {:>7} {:>7} {:>6}  {}".format(
         "#", "strategy", "offload", "param", "grad", "mastr", "optim", "gathr", "activ(+wk)", "buf", "ovh",
         "TOTAL", "host", "comm", "fits")
     lines += [head, "-" * len(head)]
     for c in result["candidates"]:
         g = c["per_gpu_bytes"]
         off = c["offload"] if c["offload_device"] in ("none", "cpu") else c["offload"] + "@nvme"
-        lines.append("{:>2}  {:<19} {:<17} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11} {:>6} {:>6} {:>7} {:>7} {:>6}  {}".format(
+        lines.append("{:>2}  {:<19} {:<22} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11} {:>6} {:>6} {:>7} {:>7} {:>6}  {}".format(
             c["rank"], c["strategy"], off, gib(g["parameters"]), gib(g["gradients"]), gib(g["master_weights"]),
             gib(g["optimizer_states"]), gib(g["gathered_params"]),
             gib(g["activations"]) + "+" + gib(g["activation_workspace"]), gib(g["communication_buffers"]),
