@@ -35,3 +35,17 @@ def write_config(tmp_path: Path, cfg: dict, name="config.json") -> Path:
     p = tmp_path / name
     p.write_text(json.dumps(cfg))
     return p
+
+
+def run_inproc(module, *args):
+    """(exit code, stdout, stderr) of the planner's main() in this process: the same code path as
+    the CLI minus interpreter start; argparse usage errors arrive as SystemExit."""
+    import contextlib
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = module.main([str(a) for a in args])
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from _tiny_decoder import GPT2, Decoder, saved_bytes
-from _planner_helpers import plan_json, write_config
+import json
+
+from _planner_helpers import plan_json, run_inproc, write_config
 
 LLAMA = {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 8,
          "num_key_value_heads": 2, "intermediate_size": 352, "vocab_size": 512, "tie_word_embeddings": False}
@@ -43,13 +45,14 @@ def measured():
 
 
 @pytest.mark.parametrize("fam,seq,mbs,ck,prec", CASES)
-def test_planner_activation_formula_within_10_percent(tmp_path, measured, fam, seq, mbs, ck, prec):
+def test_planner_activation_formula_within_10_percent(tmp_path, planner_module, measured, fam, seq, mbs, ck, prec):
     cfg = write_config(tmp_path, LLAMA if fam == "llama" else GPT2_CFG)
     args = ["--model-config", cfg, "--seq-len", seq, "--micro-batch", mbs, "--precision", prec,
             "--gpus-per-node", 1]
     if ck:
         args.append("--activation-checkpointing")
-    planned = plan_json(*args)["candidates"][0]["per_gpu_bytes"]["activations"]
+    rc, out, _ = run_inproc(planner_module, *args, "--output", "json")    # the CLI path, in-process
+    planned = json.loads(out)["candidates"][0]["per_gpu_bytes"]["activations"]
     got = measured[(fam, seq, mbs, ck, prec)]
     assert abs(planned - got) <= 0.10 * got, (planned, got)
     if fam == "llama" or prec == "fp32":

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from _planner_helpers import REPO, VALIDATOR, candidate, plan_json, run_planner, write_config
+from _planner_helpers import REPO, VALIDATOR, candidate, plan_json, run_inproc, run_planner, write_config
 
 STRATEGIES = {"ddp", "zero1", "zero2", "zero3", "fsdp-full-shard", "fsdp-shard-grad-op", "fsdp-hybrid-shard",
               "fsdp2", "hsdp"}
@@ -117,12 +117,19 @@ BAD = [
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a) or "no-args")
-def test_bad_input_one_line_exit_2(args):
+def test_bad_input_one_line_exit_2(planner_module, args):
+    rc, out, err = run_inproc(planner_module, *args)
+    assert rc == 2, (rc, out[:300], err)
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0], err
+
+
+@pytest.mark.parametrize("args", [BAD[0], BAD[6], BAD[-2]], ids=["negative", "optimizer", "missing-file"])
+def test_bad_input_through_the_script(args):
     r = run_planner(*args)
-    assert r.returncode == 2, (r.returncode, r.stdout[:300], r.stderr)
-    assert r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr and "error" in lines[0], r.stderr
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
 
 
 NOT_CONFIGS = {
@@ -149,12 +156,12 @@ NOT_CONFIGS = {
 
 
 @pytest.mark.parametrize("name", sorted(NOT_CONFIGS))
-def test_config_that_is_not_one(tmp_path, name):
+def test_config_that_is_not_one(tmp_path, planner_module, name):
     p = tmp_path / name
     p.write_bytes(NOT_CONFIGS[name])
-    r = run_planner("--model-config", p)
-    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout[:200])
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    rc, out, err = run_inproc(planner_module, "--model-config", p)
+    assert rc == 2 and out == "", (rc, out[:200])
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_unreadable_config_is_one_line(tmp_path, planner_module, monkeypatch, capsys):

@@ -449,7 +449,6 @@ def plan(args):
     N = G * M
     prec = args.precision
     w = 4 if prec == "fp32" else 2
-    mixed = prec != "fp32"
     opt = args.optimizer
     if OPTIMIZERS[opt] is None:
         scale = params / max(1, arch.total_params())
@@ -485,7 +484,7 @@ def plan(args):
         if strategy in ("fsdp-hybrid-shard", "hsdp") and M == 1:
             level = 4                        # one node: the same as full sharding, no cheaper traffic
         c = candidate(strategy, offload, device, level, params=params, trainable=trainable, largest=largest,
-                      unit=unit, G=G, M=M, N=N, w=w, mixed=mixed, opt_total=opt_total, s_bytes=s_bytes,
+                      unit=unit, G=G, M=M, N=N, w=w, opt_total=opt_total, s_bytes=s_bytes,
                       act_saved=act_saved, act_work=act_work, fp8_extra=fp8_extra, args=args)
         cands.append(c)
 
@@ -521,7 +520,7 @@ def plan(args):
     }
 
 
-def candidate(strategy, offload, device, level, *, params, trainable, largest, unit, G, M, N, w, mixed,
+def candidate(strategy, offload, device, level, *, params, trainable, largest, unit, G, M, N, w,
               opt_total, s_bytes, act_saved, act_work, fp8_extra, args):
     P, T = params, trainable
     gpu = dict(parameters=0, gradients=0, master_weights=0, optimizer_states=0, gathered_params=0)
@@ -539,6 +538,7 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
     if strategy == "ddp":
         gpu.update(parameters=4 * P, gradients=4 * T, optimizer_states=opt_total)
         buffers = 4 * T                      # DDP's gradient buckets (gradient_as_bucket_view=False)
+        load_peak = G * 4 * P                # fp32 weights in every process (autocast keeps them fp32)
         comm = 2 * ring(N) * 4 * T
         why = "no sharding: every GPU holds the whole fp32 model, gradients and optimizer"
     elif strategy in ("zero1", "zero2", "zero3"):
