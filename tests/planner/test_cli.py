@@ -316,3 +316,13 @@ def test_random_argument_lists_never_traceback(planner_module, with_model, argv)
     assert rc in (0, 1, 2)
     if rc == 2:
         assert len(err.getvalue().strip().splitlines()) == 1, err.getvalue()
+
+
+def test_adafactor_states_from_matrix_shapes(tmp_path):
+    """transformers Adafactor defaults: rows + cols fp32 per matrix, the full size per vector.
+    tiny-llama-tied: embedding 1000+64; per layer 2 norms of 64, q/k/v/o 64+64 each, gate/up/down
+    172+64 each; final norm 64; tied head adds nothing."""
+    cfg = write_config(tmp_path, CONFIGS[3][1])
+    res = plan_json("--model-config", cfg, "--optimizer", "adafactor", "--gpus-per-node", 1)
+    per_layer = 2 * 64 + 4 * (64 + 64) + 3 * (172 + 64)
+    assert candidate(res, "ddp")["per_gpu_bytes"]["optimizer_states"] == 4 * (1000 + 64 + 2 * per_layer + 64)
