@@ -16,6 +16,18 @@
   warnings, ``::notice`` for info), which GitHub Actions shows as annotations
   on the pull request.
 
+Launch commands (``--launch-command`` / ``--node-set``): a finding on the command itself
+has the file name ``<launch-command>`` (``<launch-command>#N`` for the N-th of several) and
+the line/column of the flag inside the command string. Pass ``commands`` (that name ->
+the command text) to :func:`write`. SARIF gives each command an artifact of its own,
+``launch-command-N`` (a relative URI with no ``uriBaseId``), whose ``contents.text`` is the
+command, and puts the flag's line/column in the result's ``physicalLocation`` region:
+GitHub code scanning shows only results that carry a physical location with a non-empty
+``artifactLocation.uri`` (it ignores logical locations), and it accepts a URI that is not a
+file of the repository (the alert then shows the name without a code preview). GitHub
+annotations have no file for a command: the message starts with where the flag is
+(``launch command N, line L, column C: ...``).
+
 helpUri: the rules page of the bundle a user pinned is not at a fixed address,
 so its base is ``$BACKEND_VALIDATOR_DOCS_URL`` when set (for example
 ``https://github.com/OWNER/pytorch-distributed-training/blob/v0.2.0``), else the
@@ -41,12 +53,14 @@ GITHUB_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 TOOL_NAME = "validate_backend_config"
 
 
-def write(kind: str, out: TextIO, findings: List[Finding], input_errors: List[Dict[str, str]]) -> None:
+def write(kind: str, out: TextIO, findings: List[Finding], input_errors: List[Dict[str, str]],
+          commands: Optional[Dict[str, str]] = None) -> None:
+    """``commands``: finding file name (``<launch-command>`` or ``<launch-command>#N``) -> command text."""
     if kind == "sarif":
-        json.dump(sarif_log(findings, input_errors), out, indent=2)
+        json.dump(sarif_log(findings, input_errors, commands), out, indent=2)
         out.write("\n")
     elif kind == "github":
-        for line in github_lines(findings, input_errors):
+        for line in github_lines(findings, input_errors, commands):
             out.write(line + "\n")
     else:  # pragma: no cover - argparse restricts the choices
         raise ValueError(kind)
@@ -105,8 +119,32 @@ def _artifact(name: str) -> Optional[Dict[str, Any]]:
     return {"uri": quote(path), "uriBaseId": "%SRCROOT%"}
 
 
-def _location(name: str, line: Optional[int], col: Optional[int]) -> Optional[Dict[str, Any]]:
-    art = _artifact(name)
+def command_number(name: str, commands: Optional[Dict[str, str]]) -> Optional[int]:
+    """1-based number of the launch command a finding's file name stands for, else None."""
+    if not commands or name not in commands:
+        return None
+    return list(commands).index(name) + 1
+
+
+def command_uri(n: int) -> str:
+    return f"launch-command-{n}"
+
+
+def _command_snippet(command: Optional[str], line: Optional[int], col: Optional[int]) -> Optional[str]:
+    """The word of a launch command that starts at line/col (up to the next blank)."""
+    if not command or not isinstance(line, int) or not isinstance(col, int) or line < 1 or col < 1:
+        return None
+    lines = command.split("\n")
+    if line > len(lines):
+        return None
+    rest = lines[line - 1][col - 1:].split()
+    return rest[0] if rest else None
+
+
+def _location(name: str, line: Optional[int], col: Optional[int],
+              commands: Optional[Dict[str, str]] = None) -> Optional[Dict[str, Any]]:
+    n = command_number(name, commands)
+    art = {"uri": command_uri(n), "index": n - 1} if n else _artifact(name)
     if art is None:
         return None
     phys: Dict[str, Any] = {"artifactLocation": art}
@@ -127,7 +165,8 @@ def _message(f: Finding) -> str:
     return text
 
 
-def sarif_log(findings: List[Finding], input_errors: List[Dict[str, str]]) -> Dict[str, Any]:
+def sarif_log(findings: List[Finding], input_errors: List[Dict[str, str]],
+              commands: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     from . import rules  # noqa: F401  (registers every rule)
     base = docs_base()
     regs = sorted(core.REGISTRY.values(), key=lambda r: r.id)
@@ -153,11 +192,14 @@ def sarif_log(findings: List[Finding], input_errors: List[Dict[str, str]]) -> Di
         }
         if f.rule in index:
             res["ruleIndex"] = index[f.rule]
-        loc = _location(f.file, f.line, f.col)
+        loc = _location(f.file, f.line, f.col, commands)
         if loc:
             res["locations"] = [loc]
         if f.path:
             res["properties"] = {"keyPath": f.key_path()}
+        snippet = _command_snippet(commands.get(f.file) if commands else None, f.line, f.col)
+        if loc and snippet:  # the flag as written, for viewers that show no artifact contents
+            loc["physicalLocation"]["region"]["snippet"] = {"text": snippet}
         results.append(res)
     notes = []
     for ie in input_errors:
@@ -170,16 +212,18 @@ def sarif_log(findings: List[Finding], input_errors: List[Dict[str, str]]) -> Di
     invocation: Dict[str, Any] = {"executionSuccessful": not input_errors}
     if notes:
         invocation["toolExecutionNotifications"] = notes
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": driver},
-            "invocations": [invocation],
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+    run: Dict[str, Any] = {
+        "tool": {"driver": driver},
+        "invocations": [invocation],
+        "columnKind": "unicodeCodePoints",
+        "results": results,
     }
+    if commands:  # one artifact per launch command, its text embedded (see the module docstring)
+        run["artifacts"] = [{"location": {"uri": command_uri(i + 1)}, "contents": {"text": c},
+                             "mimeType": "text/x-shellscript",
+                             "description": {"text": f"launch command {i + 1} as given to --launch-command"}}
+                            for i, c in enumerate(commands.values())]
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
 # ---------------------------------------------------------------- GitHub Actions
@@ -208,12 +252,19 @@ def github_line(kind: str, message: str, file: str = "", line: Optional[int] = N
     return f"{head}::{_escape_data(message)}"
 
 
-def github_lines(findings: List[Finding], input_errors: List[Dict[str, str]]) -> List[str]:
+def github_lines(findings: List[Finding], input_errors: List[Dict[str, str]],
+                 commands: Optional[Dict[str, str]] = None) -> List[str]:
     out = []
     for f in findings:
         msg = f.message + (f" [{f.key_path()}]" if f.path else "") + (f"\nhint: {f.hint}" if f.hint else "")
+        n = command_number(f.file, commands)
         if f.file == "<stdin>":
             msg = f"<stdin>: {msg}"
+        elif n:  # no file to annotate: say where in which command
+            where = f", line {f.line}, column {f.col}" if f.line else ""
+            msg = f"launch command {n}{where}: {msg}"
+            out.append(github_line(GITHUB_COMMAND.get(f.severity, "error"), msg, title=f.rule))
+            continue
         out.append(github_line(GITHUB_COMMAND.get(f.severity, "error"), msg, f.file, f.line, f.col, f.rule))
     for ie in input_errors:
         out.append(github_line("error", f"{ie['file']}: {ie['message']}", ie["file"], title="input-error"))

@@ -1,9 +1,10 @@
 """The --launch-command / --node-set / --explain part of validate_backend_config.py.
 
 cli.py adds the options and calls :func:`run` once; output follows the file mode: text findings
-``FILE:LINE:COL: SEVERITY RULE: MESSAGE`` (the command itself is ``<launch-command>``), or one JSON
+``FILE:LINE:COL: SEVERITY RULE: MESSAGE`` (the command itself is ``<launch-command>``), one JSON
 document with ``--output json`` (``launch`` holds the effective values and, with --explain, where
-each came from).
+each came from), or the CI formats of formats.py (``--output sarif`` / ``github``: a finding on the
+command points at the flag's line and column in that command).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ launch commands (the whole command line, shell-quoted, checked without running i
   validate_backend_config.py --node-set --launch-command "accelerate launch --machine_rank 0 ..." \\
                              --launch-command "accelerate launch --machine_rank 1 ..."
   --explain prints each effective value and where it came from (flag, file key, environment, default).
+  --output sarif / github work here too: a finding on the command points at the flag's line and column
+  (SARIF artifact launch-command-N holding the command text; annotation text "launch command N, line L, column C").
 """
 
 
@@ -76,13 +79,29 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
         err.write(f"<launch-command>: error: internal error while checking ({type(e).__name__}: "
                   f"{str(e)[:200]}); please report\n")
         return cli.EXIT_INPUT
+    from .. import formats
+    from .check import COMMAND_NAME
+    commands: Dict[str, str] = {}  # finding file name -> command text, for the SARIF/GitHub formats
+    if args.node_set is not None:
+        commands = {f"{COMMAND_NAME}#{i + 1}": c for i, c in enumerate(args.launch_command or [])}
+    elif len(results) == 1:
+        commands = {COMMAND_NAME: results[0][0]}
+    else:
+        commands = {f"{COMMAND_NAME}#{i + 1}": c for i, (c, _) in enumerate(results)}
+        if args.output in formats.CHOICES:  # say which command each finding is on
+            import dataclasses
+            for i, (_, r) in enumerate(results):
+                r.findings = [dataclasses.replace(f, file=f"{COMMAND_NAME}#{i + 1}") if f.file == COMMAND_NAME
+                              else f for f in r.findings]
     findings = [f for _, r in results for f in r.findings]
     findings.sort(key=lambda f: (f.file != "<launch-command>", f.file, f.line or 0, f.col or 0, f.rule))
     input_errors = [ie for _, r in results for ie in r.input_errors]
     n_err = sum(f.severity == "error" for f in findings)
     n_warn = sum(f.severity == "warning" for f in findings)
     n_info = sum(f.severity == "info" for f in findings)
-    if args.output == "json":
+    if args.output in formats.CHOICES:
+        formats.write(args.output, out, findings, input_errors, commands)
+    elif args.output == "json":
         doc = {"tool": "validate_backend_config.py", "verified_against": cli.VERIFIED_AGAINST,
                "launch": [{"command": c, "launcher": r.launcher, "stopped": r.stopped,
                            "effective": r.effective, **({"explain": r.explain} if args.explain else {}),
