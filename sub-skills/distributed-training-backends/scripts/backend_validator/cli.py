@@ -41,8 +41,16 @@ examples:
   validate_backend_config.py --list-rules
 
 output (text): PATH:LINE:COL: SEVERITY RULE-ID: MESSAGE, then an indented "hint:" line.
-  --output json prints one document: {{"files": [...], "findings": [{{file, rule, severity,
-  path, line, column, message, hint}}], "input_errors": [...], "summary": {{...}}}}.
+  --output json prints one document with these top-level keys:
+    tool, verified_against   the helper's name and the library versions its checks mirror
+    files            [{{file, format, consumer, consumer_reason, related, input_error}}] per input
+    findings         [{{file, rule, severity, path, line, column, message, hint}}]
+    input_errors     [{{file, message}}] inputs that could not be read or parsed (exit 2)
+    skipped_checks   [{{file, check, reason, option}}] checks not run for lack of information;
+                     option names the flag that supplies it (e.g. --world-size), or is empty
+    summary          {{errors, warnings, info, input_errors, files}}
+  With --launch-command / --node-set, "launch" ([{{command, launcher, stopped, effective, explain,
+  files}}]) takes the place of "files" and "skipped_checks".
 
 exit codes:
   0  no errors (warnings allowed unless --strict)
