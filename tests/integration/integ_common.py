@@ -8,6 +8,7 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 SKILL = REPO / "sub-skills" / "distributed-training-backends"
 VALIDATOR = SKILL / "scripts" / "validate_backend_config.py"
+PLANNER = SKILL / "scripts" / "plan_backend.py"
 AVAILABILITY = REPO / "sub-skills" / "distributed-and-backends" / "scripts" / "check_backend_availability.py"
 EXAMPLES = SKILL / "examples"
 SCHEMAS = SKILL / "schemas"

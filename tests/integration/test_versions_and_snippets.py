@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from integ_common import (AVAILABILITY, DATA, EXAMPLES, REPO, SCHEMAS, VALIDATOR, VERSION, ci_blocks,
+from integ_common import (AVAILABILITY, DATA, EXAMPLES, PLANNER, REPO, SCHEMAS, VALIDATOR, VERSION, ci_blocks,
                           workflow_snippet)
 
 VERSIONS_MD = (REPO / "references" / "versions.md").read_text(encoding="utf-8")
@@ -35,7 +35,8 @@ def test_version_is_in_one_file_and_everything_agrees():
 
 
 @pytest.mark.parametrize("script,prog", [(VALIDATOR, "validate_backend_config.py"),
-                                         (AVAILABILITY, "check_backend_availability.py")])
+                                         (AVAILABILITY, "check_backend_availability.py"),
+                                         (PLANNER, "plan_backend.py")])
 def test_helpers_print_the_bundle_version_and_the_pins(script, prog):
     r = subprocess.run([sys.executable, str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -50,12 +51,20 @@ def test_availability_json_reports_the_bundle_version():
     assert json.loads(r.stdout)["checker"]["version"] == VERSION
 
 
-def test_a_helper_copied_out_of_the_bundle_says_unknown(tmp_path):
+def test_planner_json_reports_the_bundle_version():
+    r = subprocess.run([sys.executable, str(PLANNER), "--params", "7e9", "--output", "json"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode in (0, 1), r.stderr
+    assert json.loads(r.stdout)["planner_version"] == VERSION
+
+
+@pytest.mark.parametrize("script", [VALIDATOR, PLANNER], ids=lambda p: p.name)
+def test_a_helper_copied_out_of_the_bundle_says_unknown(tmp_path, script):
     dst = tmp_path / "scripts"
-    shutil.copytree(VALIDATOR.parent, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    r = subprocess.run([sys.executable, str(dst / VALIDATOR.name), "--version"], capture_output=True, text=True,
+    shutil.copytree(script.parent, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    r = subprocess.run([sys.executable, str(dst / script.name), "--version"], capture_output=True, text=True,
                        timeout=60, cwd=tmp_path)
-    assert r.returncode == 0 and r.stdout.startswith("validate_backend_config.py unknown ("), r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.startswith(f"{script.name} unknown ("), r.stdout + r.stderr
 
 
 def _user_repo(tmp: Path) -> Path:

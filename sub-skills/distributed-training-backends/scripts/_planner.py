@@ -21,7 +21,10 @@ import os
 import re
 import sys
 
-VERSION = "1"
+# The pinned library versions whose behaviour the plans mirror (references/versions.md); the bundle
+# version itself comes from the root VERSION file, read by backend_validator/version.py.
+MIRRORS = "deepspeed 0.19.8 (ZeRO estimators), torch 2.13.0 (FSDP2, autograd-saved activations), " \
+          "accelerate 1.15.0 (emitted configs)"
 GIB = 1024 ** 3
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
 
@@ -507,7 +510,7 @@ def plan(args):
         c.pop("_level")
     cands.sort(key=lambda c: c["rank"])
     return {
-        "planner_version": VERSION,
+        "planner_version": bundle_version(),
         "inputs": {"params": params, "trainable_params": trainable, "largest_layer_params": largest,
                    "fsdp_unit_params": unit, "seq_len": args.seq_len, "micro_batch": args.micro_batch,
                    "precision": prec, "optimizer": opt, "optimizer_state_bytes_per_param": s_bytes,
@@ -819,6 +822,32 @@ def text_report(result) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bundle_version() -> str:
+    """The bundle's VERSION file, through the validator's version module beside this file (one lookup
+    for the sub-skill); 'unknown' when the script was copied out of the bundle."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backend_validator", "version.py")
+    try:
+        spec = importlib.util.spec_from_file_location("_pdt_bundle_version", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.bundle_version()
+    except (OSError, ImportError, AttributeError):
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """--version, resolved only when asked for (a plan does not pay for it)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(f"{parser.prog} {bundle_version()} (pytorch-distributed-training bundle; "
+                         f"plans mirror {MIRRORS})\n")
+        parser.exit(0)
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write(f"{self.prog}: error: {message.splitlines()[0] if message else 'bad arguments'}\n")
@@ -831,6 +860,7 @@ def build_parser():
                            "a model and machine, say which fits, and optionally write the recommended Accelerate "
                            "config. Never imports torch/accelerate/deepspeed; never downloads anything.",
                epilog=EXAMPLES)
+    p.add_argument("--version", action=_VersionAction, help="print the bundle version and the pinned libraries")
     m = p.add_argument_group("model (one of --params or --model-config)")
     m.add_argument("--params", help="total parameter count, e.g. 7e9 or 7B")
     m.add_argument("--largest-layer-params", help="parameters of the largest module (DeepSpeed's sense), e.g. 131e6")
