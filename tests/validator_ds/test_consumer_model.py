@@ -287,6 +287,12 @@ ARGUMENT_DEPENDENT = ("trainer_config_finalize", "mixed_precision")
 # Rules whose refusal happens in deepspeed.initialize / the first step, which this oracle does not
 # run for plain DeepSpeed (tests/oracle/deepspeed_oracle.py runs the engine for them).
 ENGINE_TIME = {"ds-auto-unsupported", "ds-scheduler-params"}
+# Errors of these two rules are only offload_optimizer at ZeRO stage 0. With DeepSpeed's CPU optimizer
+# (the JSON's, or Accelerate's DeepSpeedCPUAdam swap) that fails at the first step on a GPU
+# (DeepSpeedCPUAdam.step asserts the parameters are on the CPU; stage 0 leaves them on the device),
+# which this CPU-only grid cannot reach; the refusal of a client optimizer is run in
+# test_offload_stage0.py, and the grid's refusals still count below.
+GPU_STEP_TIME = {"ds-offload-ignored", "acc-ds-offload-ignored-by-stage"}
 
 
 def _validator_errors(job, tmp_path):
@@ -313,7 +319,7 @@ def test_validator_verdicts_agree_with_the_consumers(grid, real, tmp_path):
     come on top)."""
     from backend_validator import cli
     cli._rules_loaded()
-    bad, n = [], 0
+    bad, n, tolerated = [], 0, 0
     for job, _meta in grid:
         r = real[job["id"]]
         co = r.get("client_optimizer") or {}
@@ -324,9 +330,12 @@ def test_validator_verdicts_agree_with_the_consumers(grid, real, tmp_path):
         n += 1
         if job["consumer"] == "deepspeed" and not refused and set(errs) <= ENGINE_TIME:
             continue
+        if not refused and errs and set(errs) <= GPU_STEP_TIME:
+            tolerated += 1
+            continue
         if bool(errs) != refused:
             bad.append((job["id"], r["stage"], r["message"][:160], co, errs, job.get("json") or job.get("yaml")))
-    assert n >= 250
+    assert n >= 250 and tolerated <= n // 10
     assert not bad, json.dumps(bad[:5], indent=1, default=str)
 
 

@@ -132,12 +132,14 @@ _YAML_KEY = {("zero_optimization", "offload_param"): "offload_param_device",
 
 
 @rule(id="acc-ds-offload-ignored-by-stage", severity="warning", family="accelerate",
-      summary="inline offload device the chosen zero_stage does not use as written (offload_param below stage 3)",
+      summary="inline offload device the chosen zero_stage does not use as written (offload_param below stage 3; "
+              "offload_optimizer at stage 0 is an error)",
       source="deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig")
 def inline_offload_ignored(ctx: Context):
     """Without ``deepspeed_config_file`` the plugin writes ``offload_param_device`` and
     ``offload_optimizer_device`` into the ZeRO block it builds, whatever ``zero_stage`` is; DeepSpeed
-    reads offload_param only at stage 3, and runs NVMe optimizer offload as CPU offload at stages 1-2
+    reads offload_param only at stage 3, runs NVMe optimizer offload as CPU offload at stages 1-2, and
+    fails with optimizer offload at stage 0 (reported at error severity; see ds-offload-ignored)
     (the check of ds-offload-ignored, run on the config the plugin builds:
     consumer_model.accelerate_config).
 
@@ -176,4 +178,6 @@ def inline_offload_ignored(ctx: Context):
         key = _YAML_KEY.get(tuple(f.path))
         if key and key in block:
             yield ctx.report(("deepspeed_config", key), f"{key} {block[key]!r} goes into the ZeRO block the plugin "
-                             f"builds, and {f.message}", f.hint.replace("remove offload_param", f"remove {key}"))
+                             f"builds, and {f.message}", f.hint.replace("remove offload_param", f"remove {key}")
+                             .replace("remove offload_optimizer", f"remove {key}"),
+                             severity="error" if f.severity == "error" else None)

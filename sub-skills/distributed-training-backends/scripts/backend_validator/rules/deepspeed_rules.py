@@ -1150,10 +1150,23 @@ def invalid_enum(ctx: Context):
 
 # ---------------------------------------------------------------- ZeRO cross-field
 @rule(id="ds-offload-ignored", severity="warning", family="deepspeed",
-      summary="offload_param / nvme offload / stage3_* options at a ZeRO stage that ignores them",
+      summary="offload_param / nvme offload / stage3_* options at a ZeRO stage that ignores them; "
+              "offload_optimizer at stage 0 (error: not ignored, it fails)",
       source=SRC_ZERO)
 def offload_ignored(ctx: Context):
-    """Fails:
+    """Options the configured ZeRO stage does not use as written. ``offload_param`` below stage 3
+    and the ``stage3_*`` aliases are ignored; NVMe optimizer offload at stages 1-2 runs as CPU
+    offload. ``offload_optimizer`` (cpu or nvme) at stage 0 is NOT ignored: the engine picks its
+    CPU-optimizer path from the device alone (``engine.py::DeepSpeedEngine.zero_use_cpu_optimizer``),
+    but stage 0 never moves parameters or master weights to the CPU. So a torch optimizer from the
+    script is refused by ``deepspeed.initialize`` (``ZeRORuntimeException``; Accelerate first swaps
+    torch Adam/AdamW for ``DeepSpeedCPUAdam``), and a DeepSpeed CPU optimizer (the ``optimizer``
+    block's Adam/AdamW/Adagrad/Lion) asserts at its first step that the parameters are on ``cpu``
+    (``ops/adam/cpu_adam.py::DeepSpeedCPUAdam.step``), which on a GPU they are not. This is an error;
+    only with ``zero_force_ds_cpu_optimizer: false`` and no ``optimizer`` block does the script's
+    optimizer run on the device, the offload unused (a warning).
+
+    Fails:
 
     ```json
     {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
@@ -1184,8 +1197,19 @@ def offload_ignored(ctx: Context):
         yield ctx.report(("zero_optimization", "offload_optimizer", "device"), f"NVMe optimizer offload needs ZeRO "
                          f"stage 3; at stage {st} it is treated as CPU offload", "use device cpu or stage 3")
     if st == 0 and dev in ("cpu", "nvme"):
-        yield ctx.report(("zero_optimization", "offload_optimizer"), "offload_optimizer without ZeRO (stage 0) is "
-                         "ignored", "set stage 1-3 or remove offload_optimizer")
+        p = ("zero_optimization", "offload_optimizer", "device") if isinstance(z.get("offload_optimizer"), dict) \
+            else ("zero_optimization", "offload_optimizer")
+        if ctx.doc.get(("zero_force_ds_cpu_optimizer",), True) is False and "optimizer" not in ctx.doc.data:
+            yield ctx.report(p, "offload_optimizer at ZeRO stage 0 is unused: with zero_force_ds_cpu_optimizer "
+                             "false the script's optimizer runs where the parameters are",
+                             "set stage 1-3 to offload, or remove offload_optimizer")
+        else:
+            yield ctx.report(p, f"offload_optimizer ({dev}) at ZeRO stage 0 is not ignored, it fails: DeepSpeed "
+                             "takes its CPU-optimizer path but stage 0 keeps the parameters on the device, so a "
+                             "torch optimizer from the script is refused at deepspeed.initialize "
+                             "(ZeRORuntimeException) and DeepSpeed's CPU optimizer asserts at the first step that "
+                             "the parameters are on 'cpu'", "set stage 1-3 to offload the optimizer, or remove "
+                             "offload_optimizer", severity="error")
     for k in z:
         if isinstance(k, str) and k.startswith("stage3_") and k in {f.alias for f in D.ZERO.values() if f.alias} \
                 and z[k] != "auto":
