@@ -1219,7 +1219,7 @@ num_processes: 2
 deepspeed_config:
   zero_stage: 0
   offload_optimizer_device: cpu
-""", "ok")  # accepted; whether ZeRO-0 uses the offload is DeepSpeed engine behaviour (not reached)
+""", "err:acc-ds-offload-ignored-by-stage")  # accelerate accepts the file; DeepSpeed then fails (engine time)
 add("r3-ds-file-mp-no", """
 distributed_type: DEEPSPEED
 num_processes: 2
