@@ -44,10 +44,6 @@ def parse(doc: str) -> dict:
 
 
 def load_rules():
-    from backend_validator import core
-    import backend_validator.rules.deepspeed_rules  # noqa: F401
-    try:
-        import backend_validator.rules.cross_file_rules  # noqa: F401
-    except ImportError:
-        pass
+    from backend_validator import core, rules
+    rules.load_all()  # rule modules load by family; the deepspeed family also lives in consumer_rules
     return {rid: r for rid, r in core.REGISTRY.items() if r.family in ("deepspeed", "cross")}

@@ -14,11 +14,13 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from . import core
 from .core import Context, Doc, Finding, InputError, Options, run_rules
-from . import formats, loader_yaml
+from . import loader_yaml
 
 from .version import VERIFIED_AGAINST, version_line  # versions live in version.py / VERSION
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
+# --output values served by formats.py (formats.CHOICES; imported only when one is asked for)
+CI_FORMATS = ("sarif", "github")
 
 # Keys that only an Accelerate config has at top level, and keys typical of DeepSpeed JSON
 # (fallback when backend_validator.deepspeed is not importable).
@@ -71,7 +73,14 @@ as accelerate does at launch (use --cwd to emulate another launch directory).
 
 
 def _rules_loaded() -> None:
-    from . import rules  # noqa: F401  (importing registers every rule module)
+    """Register every rule (--list-rules, library users and tests that read core.REGISTRY)."""
+    from . import rules
+    rules.load_all()
+
+
+def _rules_lazy() -> None:
+    """Register rule families as they first run (core.run_rules -> rules.load_family)."""
+    from . import rules  # noqa: F401
 
 
 def _load_json(text: str, name: str, source_path: Optional[str]) -> Doc:
@@ -188,7 +197,7 @@ def _run_family(ctx: Context, family: str) -> None:
 
 def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
     """Run every applicable rule family on a parsed document."""
-    _rules_loaded()
+    _rules_lazy()
     res = FileResult(doc.name)
     kind = fmt if fmt in ("accelerate", "deepspeed") else (
         "deepspeed" if looks_like_deepspeed(doc.data) else "accelerate")
@@ -361,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="config file(s); '-' reads standard input")
     p.add_argument("--format", choices=("auto", "accelerate", "deepspeed"), default="auto",
                    help="kind of config (default: auto-detect by content)")
-    p.add_argument("--output", choices=("text", "json") + formats.CHOICES, default="text",
+    p.add_argument("--output", choices=("text", "json") + CI_FORMATS, default="text",
                    help="output format (default text); sarif: SARIF 2.1.0 for code scanning; "
                         "github: GitHub Actions ::error/::warning annotations")
     p.add_argument("--version", action="version", version=version_line("validate_backend_config.py"))
@@ -459,7 +468,8 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     n_info = sum(f.severity == "info" for f in findings)
     input_errors = [{"file": r.name, "message": r.input_error} for r in results if r.input_error]
 
-    if args.output in formats.CHOICES:
+    if args.output in CI_FORMATS:
+        from . import formats
         formats.write(args.output, out, findings, input_errors)
     elif args.output == "json":
         doc = {

@@ -187,6 +187,8 @@ class Rule:
 
 
 REGISTRY: Dict[str, Rule] = {}
+# Set by the rules package: imports the modules of a family before it first runs (rules/__init__.py).
+FAMILY_LOADER: Optional[Callable[[str], None]] = None
 
 
 def rule(*, id: str, severity: str, family: str, summary: str, source: str,
@@ -255,7 +257,9 @@ class Context:
 def run_rules(ctx: Context, family: str) -> List[Finding]:
     """Run every registered rule of ``family`` on ctx; return new findings."""
     start = len(ctx.findings)
-    for r in REGISTRY.values():
+    if FAMILY_LOADER is not None:
+        FAMILY_LOADER(family)
+    for r in list(REGISTRY.values()):
         if r.family != family:
             continue
         if r.consumers and ctx.consumer not in r.consumers:

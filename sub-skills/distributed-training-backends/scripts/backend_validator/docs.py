@@ -102,7 +102,8 @@ def slug(text: str) -> str:
 
 
 def render() -> str:
-    from . import rules  # noqa: F401  registers every rule module
+    from . import rules
+    rules.load_all()
     regs = sorted(core.REGISTRY.values(), key=lambda r: r.id)
     by_family: Dict[str, List[core.Rule]] = {}
     for r in regs:

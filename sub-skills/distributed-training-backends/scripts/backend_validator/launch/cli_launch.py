@@ -79,7 +79,6 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
         err.write(f"<launch-command>: error: internal error while checking ({type(e).__name__}: "
                   f"{str(e)[:200]}); please report\n")
         return cli.EXIT_INPUT
-    from .. import formats
     from .check import COMMAND_NAME
     commands: Dict[str, str] = {}  # finding file name -> command text, for the SARIF/GitHub formats
     if args.node_set is not None:
@@ -88,7 +87,7 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
         commands = {COMMAND_NAME: results[0][0]}
     else:
         commands = {f"{COMMAND_NAME}#{i + 1}": c for i, (c, _) in enumerate(results)}
-        if args.output in formats.CHOICES:  # say which command each finding is on
+        if args.output in cli.CI_FORMATS:  # say which command each finding is on
             import dataclasses
             for i, (_, r) in enumerate(results):
                 r.findings = [dataclasses.replace(f, file=f"{COMMAND_NAME}#{i + 1}") if f.file == COMMAND_NAME
@@ -99,7 +98,8 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
     n_err = sum(f.severity == "error" for f in findings)
     n_warn = sum(f.severity == "warning" for f in findings)
     n_info = sum(f.severity == "info" for f in findings)
-    if args.output in formats.CHOICES:
+    if args.output in cli.CI_FORMATS:
+        from .. import formats
         formats.write(args.output, out, findings, input_errors, commands)
     elif args.output == "json":
         doc = {"tool": "validate_backend_config.py", "verified_against": cli.VERIFIED_AGAINST,

@@ -170,6 +170,8 @@ def inline_offload_ignored(ctx: Context):
         cfg, _mp = M.accelerate_config({"deepspeed_config": block}, None)
     except M.Refused:
         return  # the plugin refuses: other acc-ds-* rules say why
+    from . import load_family
+    load_family("deepspeed")
     sub = Context(doc=Doc(cfg, kind="json", name=ctx.doc.name), options=ctx.options, consumer="accelerate")
     sub._rule = REGISTRY["ds-offload-ignored"]
     for _ in sub._rule.func(sub) or ():

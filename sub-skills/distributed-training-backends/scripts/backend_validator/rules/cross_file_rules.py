@@ -414,6 +414,8 @@ def batch_size_world(ctx: Context):
     if W is None:
         return
     from ..core import Options, REGISTRY
+    from . import load_family
+    load_family("deepspeed")
     sub = Context(doc=j, options=Options(world_size=W, cwd=ctx.options.cwd), consumer="accelerate")
     sub._rule = REGISTRY["ds-batch-size-invalid"]
     for _ in REGISTRY["ds-batch-size-invalid"].func(sub) or ():

@@ -1,0 +1,70 @@
+"""Rule modules load by family (rules/__init__.py): a check compiles only the rule modules it runs,
+which is most of the start-up time without bytecode (PYTHONDONTWRITEBYTECODE=1, see
+benchmarks/bench_launch.py). Each case runs in a fresh process (the registry is global); the
+findings must be the same as with every rule module loaded up front."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "sub-skills" / "distributed-training-backends" / "scripts"
+EX = REPO / "sub-skills" / "distributed-training-backends" / "examples"
+
+PROBE = r"""
+import io, json, sys
+sys.path.insert(0, sys.argv[1])
+from backend_validator import cli
+eager = sys.argv[2] == "eager"
+if eager:
+    cli._rules_loaded()
+out = {}
+for argv in json.loads(sys.argv[3]):
+    o, e = io.StringIO(), io.StringIO()
+    rc = cli.main(argv, stdout=o, stderr=e)
+    out[json.dumps(argv)] = [rc, o.getvalue(), e.getvalue()]
+mods = sorted(m.rsplit(".", 1)[-1] for m in sys.modules if m.startswith("backend_validator.rules."))
+print(json.dumps({"runs": out, "modules": mods, "formats": "backend_validator.formats" in sys.modules}))
+"""
+
+
+def probe(mode, *argvs, cwd=REPO):
+    r = subprocess.run([sys.executable, "-c", PROBE, str(SCRIPTS), mode, json.dumps([list(a) for a in argvs])],
+                       capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_a_check_loads_only_the_rule_families_it_runs():
+    fsdp = probe("lazy", [str(EX / "fsdp2.yaml")])
+    assert "accelerate_core" in fsdp["modules"]
+    assert not {"deepspeed_rules", "cross_file_rules", "launch_rules"} & set(fsdp["modules"]), fsdp["modules"]
+    assert fsdp["formats"] is False  # SARIF/GitHub writer only when asked for
+    ds = probe("lazy", [str(EX / "ds-zero3.json")])
+    assert "deepspeed_rules" in ds["modules"] and "accelerate_core" not in ds["modules"]
+    assert "launch_rules" not in ds["modules"]
+    tr = probe("lazy", ["--launch-command", "torchrun --nnodes 2 --nproc-per-node 8 train.py"])
+    assert tr["modules"] == ["launch_rules"], tr["modules"]
+
+
+def test_lazy_and_eager_loading_give_the_same_output(tmp_path):
+    (tmp_path / "c.yaml").write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
+                                     "  zero_stage: 0\n  offload_optimizer_device: cpu\n")
+    argvs = [[str(p)] for p in sorted(EX.iterdir())]
+    argvs += [["--output", "json", *map(str, sorted(EX.iterdir()))], ["--output", "sarif", str(EX / "fsdp2.yaml")],
+              ["--list-rules", "--output", "json"], [str(tmp_path / "c.yaml")],
+              ["--launch-command", "accelerate launch --config_file c.yaml --num_processes 0 train.py"],
+              ["--launch-command", "deepspeed --num_gpus 2 train.py --deepspeed_config missing.json"]]
+    lazy = probe("lazy", *argvs, cwd=tmp_path)
+    eager = probe("eager", *argvs, cwd=tmp_path)
+    assert lazy["runs"] == eager["runs"]
+    assert len(json.loads(lazy["runs"][json.dumps(["--list-rules", "--output", "json"])][1])["rules"]) > 190
+    assert any(r[0] == 1 for r in lazy["runs"].values())  # the comparison includes findings
+
+
+def test_ci_format_names_match_the_writer():
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import cli, formats
+    assert cli.CI_FORMATS == formats.CHOICES
