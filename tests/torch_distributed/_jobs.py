@@ -103,7 +103,6 @@ def job_collectives(rank, world, r, tmp):
                               daemon=True)
         th.start(); th.join(6)
         r["rank2_still_blocked_after_6s"] = th.is_alive()
-        r.pop("next_new_group_after_skip", None)
 
 
 # --------------------------------------------------------------------------- TORCH_DISTRIBUTED_DEBUG=DETAIL (2 ranks)

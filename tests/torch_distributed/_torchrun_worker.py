@@ -23,6 +23,8 @@ def main():
     mode, outdir = args[0], args[1]
     env = {k: os.environ.get(k) for k in KEYS}
     rank, attempt = env["RANK"], env["TORCHELASTIC_RESTART_COUNT"]
+    with open(os.path.join(outdir, f"{mode}.started{attempt}.rank{rank}.json"), "w") as f:
+        json.dump({"env": env, "pid": os.getpid()}, f)       # written before joining the group
     import torch
     import torch.distributed as dist
     if mode == "restart_prefixed":

@@ -17,7 +17,7 @@ LAUNCH_TIMEOUT_S = 150
 
 def _clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TORCH_DISTRIBUTED", "MASTER_", "PET_", "TORCHELASTIC", "GLOO_", "NCCL_"))
+           if not k.startswith(("TORCH_DISTRIBUTED", "TORCH_CPP", "MASTER_", "PET_", "TORCHELASTIC", "GLOO_", "NCCL_"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")}
     env.update(extra)
     return env

@@ -61,11 +61,18 @@ def test_b04_max_restarts_restarts_the_whole_group_and_bumps_restart_count(resta
     assert a0[0]["pid"] != a1[0]["pid"] and a0[1]["pid"] != a1[1]["pid"]
 
 
-def test_b05_gloo_env_init_after_a_restart_fails_without_a_per_attempt_store_prefix(restart_static):
+def test_b05_gloo_env_init_after_a_restart_is_racy_without_a_per_attempt_store_prefix(restart_static,
+                                                                                     restart_prefixed):
+    """Plain env:// over gloo after a restart: attempt 1 starts, and either connects or fails to connect
+    to peers' addresses left from attempt 0 (timing). The per-attempt PrefixStore variant must succeed."""
     run = restart_static
-    assert run.rc != 0
-    assert "restart.attempt1.rank0.json" not in run.files and "restart.attempt1.rank1.json" not in run.files
-    assert "Gloo connectFullMesh failed" in run.log
+    started = [run.files.get(f"restart.started1.rank{r}.json") for r in (0, 1)]
+    assert all(started), "both workers must be started again"
+    if run.rc == 0:
+        assert all(f"restart.attempt1.rank{r}.json" in run.files for r in (0, 1))
+    else:
+        assert "Gloo connectFullMesh failed" in run.log, run.log[-3000:]
+    assert restart_prefixed.rc == 0
 
 
 def test_b06_failure_summary_names_rank_and_exitcode_and_pet_env_sets_defaults(launch_fail):
@@ -143,7 +150,8 @@ def test_b14_new_group_skipped_by_one_rank_breaks_the_next_group(trio):
     assert j[0]["new_group_missing_rank"]["ok"] == "ProcessGroup"      # no error where the rank skipped
     for r in (0, 1):
         assert re.search(r"timed out|timeout", err(j[r]["next_new_group_after_skip"]), re.I)
-    assert j[2]["rank2_still_blocked_after_6s"] is True
+    # the rank that skipped is out of step: still blocked, or failed on its own
+    assert j[2]["rank2_still_blocked_after_6s"] is True or "error" in j[2]["next_new_group_after_skip"]
 
 
 def test_b15_detail_debug_detects_op_and_shape_mismatch(detail):
@@ -355,3 +363,28 @@ def test_b39_gloo_socket_ifname_selects_the_interface(clean_env):
     assert _init_one(clean_env, MASTER_ADDR="127.0.0.1", MASTER_PORT=_port(), GLOO_SOCKET_IFNAME="lo") == "OK 1"
     out = _init_one(clean_env, MASTER_ADDR="127.0.0.1", MASTER_PORT=_port(), GLOO_SOCKET_IFNAME="nosuchif0")
     assert out.startswith("ERR RuntimeError") and "Unable to find address for: nosuchif0" in out
+
+
+def test_b40_dataloader_rejects_shuffle_together_with_a_sampler(clean_env):
+    code = ("import torch.utils.data as d\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "s = DistributedSampler(list(range(4)), num_replicas=2, rank=0)\n"
+            "try:\n d.DataLoader(list(range(4)), sampler=s, shuffle=True); print('OK')\n"
+            "except ValueError as e:\n print('ERR', e)\n"
+            "print('LIST', list(d.DataLoader(list(range(4)), sampler=s, batch_size=4))[0].tolist())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=clean_env(), stdin=subprocess.DEVNULL).stdout
+    assert "ERR sampler option is mutually exclusive with shuffle" in out
+    assert "LIST [" in out                     # explicit num_replicas/rank work without a process group
+
+
+def test_b41_torch_cpp_log_level_info_prints_c10d_lines(clean_env):
+    code = "import torch.distributed as dist\ndist.init_process_group('gloo', rank=0, world_size=1)\nprint('done')\n"
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=_port()), stdin=subprocess.DEVNULL)
+    loud = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=_port(), TORCH_CPP_LOG_LEVEL="INFO"),
+                          stdin=subprocess.DEVNULL)
+    assert "done" in quiet.stdout and "done" in loud.stdout
+    assert "[c10d]" not in quiet.stderr
+    assert re.search(r"\[I\d{4} .*\[c10d\]", loud.stderr)
