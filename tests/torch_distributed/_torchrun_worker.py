@@ -12,6 +12,7 @@ import os
 import sys
 
 TIMEOUT = datetime.timedelta(seconds=30)   # turns a stale-address connect into an error, not a hang
+WATCHDOG_S = 40                            # ... and this bounds the hangs that ignore it
 
 KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
         "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
@@ -25,8 +26,18 @@ def main():
     rank, attempt = env["RANK"], env["TORCHELASTIC_RESTART_COUNT"]
     with open(os.path.join(outdir, f"{mode}.started{attempt}.rank{rank}.json"), "w") as f:
         json.dump({"env": env, "pid": os.getpid()}, f)       # written before joining the group
+    import threading
+
     import torch
     import torch.distributed as dist
+
+    def watchdog():                                      # a hang in joining the group becomes exit code 5
+        with open(os.path.join(outdir, f"{mode}.hung{attempt}.rank{rank}.json"), "w") as f:
+            json.dump({"hung_after_s": WATCHDOG_S}, f)
+        os._exit(5)
+    timer = threading.Timer(WATCHDOG_S, watchdog)
+    timer.daemon = True
+    timer.start()
     if mode == "restart_prefixed":
         # one store namespace per attempt: the agent hosts the TCPStore, workers are clients
         store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), int(env["WORLD_SIZE"]), is_master=False)
@@ -41,6 +52,7 @@ def main():
         json.dump(record, f)
     dist.barrier()
     dist.destroy_process_group()
+    timer.cancel()
     if rank == "1" and (mode == "fail" or (mode.startswith("restart") and attempt == "0")):
         sys.exit(7 if mode == "fail" else 3)
 

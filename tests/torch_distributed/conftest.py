@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,22 +43,28 @@ class Run:
 
 def run_job(tmp_path_factory, job: str, outdir: Path | None = None, **env) -> Run:
     outdir = outdir or tmp_path_factory.mktemp(job)
-    try:
-        proc = subprocess.run([sys.executable, str(HERE / "_jobs.py"), job, str(outdir)], capture_output=True,
-                              text=True, timeout=JOB_TIMEOUT_S, env=_clean_env(**env), stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"job {job} hung past {JOB_TIMEOUT_S}s: {str(e.stderr)[-2000:]}")
+    proc = _run_in_own_session([sys.executable, str(HERE / "_jobs.py"), job, str(outdir)], JOB_TIMEOUT_S,
+                               env=_clean_env(**env))
     return Run(proc, outdir, job)
+
+
+def _run_in_own_session(cmd, timeout, **kw) -> subprocess.CompletedProcess:
+    """Run cmd in a new session; on timeout kill the whole process group (launcher and its workers)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True, **kw)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd[2:4]} hung past {timeout}s: {err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def run_launcher(tmp_path_factory, name: str, launcher_args: list[str], mode: str, **env) -> Run:
     outdir = tmp_path_factory.mktemp(name)
     cmd = [sys.executable, "-m", *launcher_args, str(HERE / "_torchrun_worker.py"), mode, str(outdir)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S,
-                              env=_clean_env(**env), stdin=subprocess.DEVNULL, cwd=outdir)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"{name} hung past {LAUNCH_TIMEOUT_S}s: {str(e.stderr)[-3000:]}")
+    proc = _run_in_own_session(cmd, LAUNCH_TIMEOUT_S, env=_clean_env(**env), cwd=outdir)
     return Run(proc, outdir, mode)
 
 

@@ -70,8 +70,9 @@ def test_b05_gloo_env_init_after_a_restart_is_racy_without_a_per_attempt_store_p
     assert all(started), "both workers must be started again"
     if run.rc == 0:
         assert all(f"restart.attempt1.rank{r}.json" in run.files for r in (0, 1))
-    else:
-        assert "Gloo connectFullMesh failed" in run.log, run.log[-3000:]
+    else:                                   # refused connection, or stuck until the worker's watchdog
+        hung = any(f.startswith("restart.hung1") for f in run.files)
+        assert hung or "Gloo connectFullMesh failed" in run.log, run.log[-3000:]
     assert restart_prefixed.rc == 0
 
 

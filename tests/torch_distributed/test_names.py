@@ -394,8 +394,16 @@ def test_worker_environment_table_matches_the_agent():
 
 def test_source_level_defaults():
     c10d = (DIST_PY / "distributed_c10d.py").read_text()
+    assert 'init_method = "env://"' in c10d and "Cannot specify both init_method and store." in c10d
+    assert "timeout = _get_default_timeout(backend)" in c10d                  # new_group(timeout=None)
+    assert callable(dist.Backend.register_backend)
+    run_src = (DIST_PY / "run.py").read_text()
+    assert "node_rank is only used for static rdzv_backend" in run_src
+    assert "g.manual_seed(self.seed + self.epoch)" in (TORCH / "utils" / "data" / "distributed.py").read_text()
     assert 'os.getenv("TORCH_DIST_INIT_BARRIER", "0")' in c10d
     ddp_src = (TORCH / "nn" / "parallel" / "distributed.py").read_text()
+    assert "_verify_param_shape_across_processes(self.process_group, parameters)" in ddp_src
+    assert "can only be registered once and should be registered" in ddp_src
     assert 'os.environ.get("PYTORCH_DDP_USE_SIDE_STREAM", "1") == "1"' in ddp_src
     from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
     assert _DEFAULT_BUCKET_CAP_MB == 25
@@ -440,3 +448,15 @@ def test_fsdp_module_methods_and_ddp_hooks_exist():
         assert callable(getattr(FSDPModule, m))
     assert {"allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"} <= set(dir(default_hooks))
     assert inspect.signature(Join.__init__).parameters["throw_on_early_termination"].default is False
+
+
+def test_wrapper_launchers_export_the_same_variables():
+    """SKILL.md: accelerate launch (multi-GPU) runs torch.distributed.run; the deepspeed launcher sets the
+    same RANK / LOCAL_RANK / WORLD_SIZE / MASTER_ADDR variables itself."""
+    import accelerate.commands.launch as al
+    import deepspeed.launcher.launch as dl
+    asrc = inspect.getsource(al)
+    assert "import torch.distributed.run as distrib_run" in asrc and "distrib_run.run(args)" in asrc
+    dsrc = inspect.getsource(dl)
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        assert f'current_env["{var}"]' in dsrc, var
