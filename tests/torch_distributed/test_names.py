@@ -426,6 +426,7 @@ def test_source_level_defaults():
     ck = inspect.getsource(tuc.checkpoint)
     assert "if use_reentrant is None:" in ck and "use_reentrant = True" in ck
     assert inspect.signature(CPUOffloadPolicy).parameters["pin_memory"].default is True
+    assert "If ``None``, it is set to ``True`` for non-root modules and ``False``" in fully_shard.__doc__
     assert '"sampler option is mutually exclusive with shuffle"' in (TORCH / "utils" / "data" /
                                                                       "dataloader.py").read_text()
 
