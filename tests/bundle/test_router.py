@@ -59,7 +59,7 @@ def test_routing_table_has_one_row_per_existing_sub_skill():
         m = re.fullmatch(r"\[([a-z0-9-]+)\]\(sub-skills/([a-z0-9-]+)/SKILL\.md\)", cells[1])
         assert m and m.group(1) == m.group(2), row
         assert cells[2] == f"`sub-skills/{m.group(1)}/SKILL.md`", row
-        assert cells[0].startswith(("Accelerate: ", "DALLE-pytorch: ")), row
+        assert cells[0].startswith(("Accelerate: ", "DALLE-pytorch: ", "PyTorch: ")), row
         routed.append(m.group(1))
     assert len(routed) == len(set(routed))
     assert sorted(routed) == sub_skills(), "every sub-skill with a SKILL.md needs exactly one router row"
@@ -132,6 +132,8 @@ def _dalle_facts():
 
 FACTS = {
     "accelerate": lambda: "accelerate" in _console_scripts("accelerate"),
+    "torch.distributed": lambda: __import__("importlib").import_module("torch.distributed").is_available(),
+    "fully_shard": lambda: hasattr(__import__("importlib").import_module("torch.distributed.fsdp"), "fully_shard"),
     "accelerate launch": lambda: _subcommand("launch", "commands/launch.py"),
     "accelerate config": lambda: _subcommand("config", "commands/config/config.py"),
     "deepspeed": lambda: any(f.name == "deepspeed" and f.parent.name == "bin"
