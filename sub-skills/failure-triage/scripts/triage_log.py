@@ -378,6 +378,8 @@ class _Triage:
         self.seen: set = set()
         self.tb: dict = {}  # rank key -> {"pending": record|None, "after_box": bool}
         self.first_cascade: dict | None = None
+        self.last_exc: dict = {}  # rank key -> record of the exception line that ended its last traceback
+        self.chain: dict = {}  # rank key -> that record, while a chained traceback follows it
         self.follow: dict = {}  # rank key -> (unmatched exception record, lines left to look at)
 
     def _add(self, rec: dict):
@@ -411,13 +413,13 @@ class _Triage:
         key = rank
         state = self.tb.get(key)
         if _TB_START.match(s):
-            if state is None or not state.get("chained"):
-                self.tb[key] = {"pending": None, "after_box": False, "chained": False}
-            else:
-                state["chained"] = False
+            self.tb[key] = {"pending": None}
             return
-        if state is not None and s.startswith(_CHAIN):
-            state["chained"] = True
+        if s.startswith(_CHAIN):
+            # "During handling ... another exception occurred": the next traceback of this rank is a
+            # link of the same failure, not a new one
+            if key in self.last_exc:
+                self.chain[key] = self.last_exc[key]
             return
         entry = self.cat.match(s)
         follow = self.follow.get(key)
@@ -435,7 +437,6 @@ class _Triage:
         if state is not None:
             # inside a traceback: frames are indented or boxed; the box's bottom edge ends the frames
             if _BOX_EDGE.match(s) and s[0] in "╰┗╚+":
-                state["after_box"] = True
                 return
             if boxed or text.startswith((" ", "\t")) or s.startswith(("File \"", "^", "~")):
                 if entry is not None and entry.role == "root" and state["pending"] is None:
@@ -451,7 +452,17 @@ class _Triage:
             if entry is None and pending is not None:
                 entry = pending
             rec = _record(line_no, rank, s, entry, "root")
+            prev = self.chain.pop(key, None)
+            if prev is not None:
+                # a later link of one chained failure: an unknown first link (a JSONDecodeError, a
+                # bare ValueError) wrapped by a known library error takes the known link's line
+                # and entry; otherwise the first link stays the failure
+                if prev["signature"] is None and entry is not None:
+                    prev.update({k: v for k, v in rec.items() if k != "role"})
+                self.last_exc[key] = prev
+                return
             self._candidate(rec)
+            self.last_exc[key] = rec
             if entry is None:
                 self.follow[key] = (rec, FOLLOW_LINES)
             return
