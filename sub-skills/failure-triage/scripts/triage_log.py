@@ -21,6 +21,7 @@ CATALOG_DIR = HERE.parent / "catalog"
 # Bounds (all overridable on the command line or through triage_lines keywords).
 MAX_BYTES = 64 * 1024 * 1024     # bytes read per input; the rest is skipped with a notice
 MAX_LINE = 8192                  # characters of one line that are kept and matched
+_CHUNK = 1 << 20                 # bytes read at a time
 MAX_FINDINGS = 200               # findings kept in the report
 FOLLOW_LINES = 6                 # lines after an unmatched exception line searched for its message
 MAX_TEXT = 500                   # characters of a line shown in the report
@@ -158,6 +159,7 @@ class Catalog:
         self.by_id = {e.id: e for e in entries}
         self.always: list[int] = []
         self.by_word: dict[str, list[int]] = {}
+        self.triggers: set[str] = set()
         for i, e in enumerate(self.ordered):
             words = _trigger_words(e.regex.pattern)
             if words is None:
@@ -165,6 +167,7 @@ class Catalog:
             else:
                 for w in words:
                     self.by_word.setdefault(w, []).append(i)
+                    self.triggers.add(w)
 
     def match(self, line: str) -> Entry | None:
         if self.by_word:
@@ -223,9 +226,13 @@ _PREFIXES = [
     (re.compile(r"^\[(?:rank|default)(\d{1,6})\]:[ \t]?"), True),        # torch [rank3]: / [default0]:
     (re.compile(r"^\[\d+,(\d{1,6})\]<std(?:out|err)>:[ \t]?"), True),    # mpirun [1,3]<stderr>:
     (re.compile(r"^(\d{1,5}):[ \t]"), True),                              # srun -l / "3: "
-    (re.compile(r"^(?:localhost|[A-Za-z0-9-]*\d[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*):[ \t]"), False),  # pdsh host:
+    # pdsh / deepspeed multi-node "host: ": a name with a digit (node01, 10.0.0.1, ip-10-0-0-1.ec2),
+    # localhost, or any host-like name followed by something only a log line starts with
+    (re.compile(r"^(?:localhost|[A-Za-z0-9-]*\d[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*):[ \t]"), False),
+    (re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}:[ \t](?=\[(?:rank|default)\d|Traceback|\s+File \"|\[\d{4}-\d\d-\d\d)"),
+     False),
 ]
-_NOT_HOST = re.compile(r"(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault)\s*:")
+_NOT_HOST = re.compile(r"^[\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault)\d*\s*:")
 _BOX_EDGE = re.compile(r"^\s*[╭╰┏┗╔╚+][─━═\-]")
 _BOX_SIDE = "│┃║"
 _RANK_IN_TEXT = re.compile(r"\[[Rr]ank ?(\d{1,6})\]")
@@ -275,41 +282,62 @@ class Notice(list):
 
 def _iter_binary(fh, max_bytes: int, max_line: int, notices: list, name: str,
                  start_line: int = 0) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, decoded physical line) from a binary stream, bounded."""
+    """Yield (1-based line number, decoded physical line) from a binary stream, bounded.
+
+    Reads chunks (read1 returns what a pipe has, so a live stream is processed as it comes),
+    keeps at most 4 * max_line bytes of one line, stops after max_bytes.
+    """
     read = 0
     n = start_line
+    keep = max_line * 4
+    carry = b""
+    carry_cut = False
     cut_lines = 0
-    chunk = 1 << 20
-    while True:
-        if read >= max_bytes:
-            extra = fh.read(1)
-            if extra:
-                notices.append(f"{name}: stopped after {max_bytes} bytes (--max-bytes); the rest was not read")
+    reader = getattr(fh, "read1", fh.read)
+    while read < max_bytes:
+        buf = reader(min(_CHUNK, max_bytes - read))
+        if not buf:
             break
-        piece = fh.readline(min(max_line * 4 + 1, max_bytes - read))
-        if not piece:
-            break
-        read += len(piece)
-        if not piece.endswith(b"\n"):
-            # an over-long line (or the last line / the byte cap): drop the rest of it
-            rest_len = 0
-            while read < max_bytes:
-                more = fh.readline(min(chunk, max_bytes - read))
-                if not more:
-                    break
-                read += len(more)
-                rest_len += len(more)
-                if more.endswith(b"\n"):
-                    break
-            if rest_len:
-                cut_lines += 1
+        read += len(buf)
+        last_nl = buf.rfind(b"\n")
+        if last_nl < 0:
+            if not carry_cut:
+                carry += buf
+                if len(carry) > keep:
+                    carry, carry_cut = carry[:keep], True
+            continue
+        head, tail = buf[:last_nl], buf[last_nl + 1:]
+        first_nl = head.find(b"\n")
+        first = head if first_nl < 0 else head[:first_nl]
+        if not carry_cut:
+            carry += first[: keep + 1]
+        line0 = carry
+        if len(line0) > keep or carry_cut:
+            cut_lines += 1
         n += 1
-        text = piece.decode("utf-8", errors="replace")
-        if len(text) > max_line:
-            text = text[:max_line]
-        yield n, text
+        yield n, line0[:keep].decode("utf-8", errors="replace")[:max_line]
+        if first_nl >= 0:
+            for text in head[first_nl + 1:].decode("utf-8", errors="replace").split("\n"):
+                n += 1
+                if len(text) > max_line:
+                    cut_lines += 1
+                    text = text[:max_line]
+                yield n, text
+        carry, carry_cut = tail[: keep + 1], False
+        if len(carry) > keep:
+            carry, carry_cut = carry[:keep], True
+    if carry or carry_cut:
+        n += 1
+        yield n, carry[:keep].decode("utf-8", errors="replace")[:max_line]
+    if read >= max_bytes:
+        try:
+            more = reader(1)
+        except (OSError, ValueError):
+            more = b""
+        if more:
+            notices.append(f"{name}: stopped after {max_bytes} bytes (--max-bytes); the rest was not read")
     if cut_lines:
-        notices.append(f"{name}: {cut_lines} line(s) longer than {max_line * 4} bytes were cut")
+        notices.append(f"{name}: {cut_lines} line(s) longer than {max_line} characters were cut")
 
 
 def _iter_path(path: str, max_bytes: int, max_line: int, notices: list, start_line: int):
@@ -340,10 +368,12 @@ def _iter_path(path: str, max_bytes: int, max_line: int, notices: list, start_li
 
 # --------------------------------------------------------------------------- analysis
 
-_TB_START = re.compile(r"^\s*(?:Traceback \(most recent call last\):|[╭┏╔+][─━═\-]+ Traceback)")
+_TB_START = re.compile(r"^\s*(?:Traceback(?: \(|$)|[╭┏╔+][─━═\-]+ Traceback)")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*?(?:Error|Exception|Exit|Interrupt|Failure|Fault|Errno\]?))(?::|$)|"
                        r"^([A-Za-z_][\w.]*\.[A-Z]\w*):\s")
 _EXC_OUT = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)(?::\s|:?$)")
+_STRUCT_KEYS = ("rror", "xception", "raceback", "Exit", "Interrupt", "Failure", "Fault", "Errno",
+                "During handling", "The above exception", "│", "┃", "║", "╭", "╰")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 
@@ -380,6 +410,7 @@ class _Triage:
         self.first_cascade: dict | None = None
         self.last_exc: dict = {}  # rank key -> record of the exception line that ended its last traceback
         self.chain: dict = {}  # rank key -> that record, while a chained traceback follows it
+        self.fast = not catalog.always
         self.follow: dict = {}  # rank key -> (unmatched exception record, lines left to look at)
 
     def _add(self, rec: dict):
@@ -400,6 +431,11 @@ class _Triage:
 
     def feed(self, line_no: int, raw: str):
         raw = raw.rstrip("\r\n")
+        if self.fast and not self.tb and not self.follow and not self.chain:
+            # most lines of a long log are progress and metrics: skip them unless they carry a
+            # word some pattern needs or a traceback marker
+            if not any(k in raw for k in _STRUCT_KEYS) and self.cat.triggers.isdisjoint(_WORD.findall(raw.lower())):
+                return
         parts = raw.split("\r") if "\r" in raw else [raw]
         for part in parts:
             if part.strip():
