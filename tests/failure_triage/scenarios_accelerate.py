@@ -114,6 +114,13 @@ def accelerate_dynamo_twice():
     Accelerator(dynamo_plugin=TorchDynamoPlugin(), dynamo_backend="inductor")
 
 
+@scenario
+def transformers_old_trainer_new_accelerate():
+    # what transformers < 4.38 Trainer.create_accelerator_and_postprocess passes to accelerate >= 1.0
+    from accelerate import Accelerator
+    Accelerator(dispatch_batches=None, split_batches=False)
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 @scenario

@@ -30,6 +30,7 @@ EXPECTED = {
     "accelerate_state_changed_after_init": "accelerate-state-already-initialized",
     "accelerate_state_without_accelerator": "accelerate-state-before-accelerator",
     "accelerate_dynamo_twice": "accelerate-dynamo-plugin-and-backend",
+    "transformers_old_trainer_new_accelerate": "transformers-accelerate-too-new-dispatch-batches",
     "accelerate_load_state_missing_dir": "accelerate-load-state-missing-dir",
     "accelerate_load_state_no_dir": "accelerate-load-state-no-dir",
     "accelerate_save_state_exists": "accelerate-save-state-dir-exists",
