@@ -123,6 +123,8 @@ def test_source_template_is_verbatim_in_the_pinned_package(where, e):
     text = path.read_text(encoding="utf-8", errors="replace")
     assert src["template"] in text, f"{where}: template not found verbatim in {src['file']}"
     func = src["function"].split(".")[-1]
+    if func == "<module>":  # raised or defined at module level
+        return
     assert re.search(rf"\bdef {re.escape(func)}\b|\bclass {re.escape(func)}\b", text), \
         f"{where}: function {src['function']} not defined in {src['file']}"
 
