@@ -144,3 +144,18 @@ def _slug(heading: str) -> str:
     s = heading.strip().lower()
     s = re.sub(r"[^\w\- ]", "", s)
     return s.replace(" ", "-")
+
+
+@pytest.mark.parametrize("where,e", ENTRIES, ids=[w for w, _ in ENTRIES])
+def test_pattern_stays_fast_on_adversarial_lines(where, e, triage):
+    """No catastrophic backtracking: the longest line a pattern sees, built from its own example."""
+    import time
+    rx = re.compile(e["pattern"])
+    ex = e["example"]
+    head = ex.split(" ", 1)[0] + " "
+    probes = [(ex * 60)[: triage.MATCH_CHARS], (ex[:-1] * 60)[: triage.MATCH_CHARS],
+              (head * 600)[: triage.MATCH_CHARS], ("a" * triage.MATCH_CHARS)]
+    t0 = time.perf_counter()
+    for p in probes:
+        rx.search(p)
+    assert time.perf_counter() - t0 < 0.5, f"{where}: pattern is slow on repeated input"

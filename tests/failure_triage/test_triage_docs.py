@@ -160,6 +160,8 @@ def test_reading_logs_states_the_script_bounds(triage):
     assert triage.MAX_BYTES == 64 * 1024 * 1024 and "64 MiB read per input" in text
     assert f"{triage.MAX_LINE} characters per line" in text
     assert f"{triage.MAX_FINDINGS} findings" in text
+    assert f"patterns see the first {triage.MATCH_CHARS}" in text
+    assert f"{triage.MAX_SECONDS} s of\n   analysis" in text
 
 
 def test_accelerate_launch_debug_sets_debug_mode_and_tee_log_dir_exist():

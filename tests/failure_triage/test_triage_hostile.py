@@ -157,3 +157,22 @@ def test_fuzz_api_never_raises_and_keeps_the_shape(triage, catalog, data):
     for f in res["findings"]:
         assert f["role"] in ("root", "cascade", "warning")
     json.dumps(res)
+
+
+def test_time_budget_stops_the_analysis_with_a_notice():
+    line = b"Tried to find " * 140 + b"\n"  # a trigger word on every line: the slow path
+
+    def writer(pipe):
+        for _ in range(2000):
+            pipe.write(line * 50)
+
+    r = _run_stream(writer, "--max-seconds", "1")
+    _check(r)
+    assert b"analysis stopped at line" in r.stderr
+
+
+def test_pattern_trigger_words_on_every_line_stay_bounded(tmp_path):
+    f = tmp_path / "trig.log"
+    f.write_bytes((b"Tried to find " * 140 + b"\n") * 500 + LOAD)
+    doc = _check(_run_file(f), (0,))
+    assert doc["root_cause"]["line"] == 501

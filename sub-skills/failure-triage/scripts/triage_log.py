@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -24,6 +25,8 @@ MAX_LINE = 8192                  # characters of one line that are kept and matc
 _CHUNK = 1 << 20                 # bytes read at a time
 MAX_FINDINGS = 200               # findings kept in the report
 FOLLOW_LINES = 6                 # lines after an unmatched exception line searched for its message
+MATCH_CHARS = 2048               # characters of a line the catalog patterns see
+MAX_SECONDS = 120                # analysis time budget per run; the rest is skipped with a notice
 MAX_TEXT = 500                   # characters of a line shown in the report
 
 ROLES = ("root", "cascade", "warning")
@@ -57,8 +60,9 @@ json output:
 
 bounds:
   At most --max-bytes per input are read (for a regular file larger than that, its tail is read
-  and line numbers still count the skipped head); lines are cut at --max-line characters; a
-  notice on stderr says when input was skipped or cut.
+  and line numbers still count the skipped head); lines are cut at --max-line characters and
+  patterns see their first 2048; the analysis stops after --max-seconds. A notice on stderr says
+  when input was skipped or cut.
 
 exit codes:
   0  a root cause was found and matched a catalog entry
@@ -170,6 +174,7 @@ class Catalog:
                     self.triggers.add(w)
 
     def match(self, line: str) -> Entry | None:
+        line = line[:MATCH_CHARS]
         if self.by_word:
             found = set(_WORD.findall(line.lower()))
             cand = [i for w in found.intersection(self.by_word) for i in self.by_word[w]]
@@ -275,10 +280,6 @@ def clean(line: str) -> tuple[str, int | None, bool]:
 
 
 # --------------------------------------------------------------------------- input
-
-class Notice(list):
-    """Messages for stderr: skipped or cut input."""
-
 
 def _iter_binary(fh, max_bytes: int, max_line: int, notices: list, name: str,
                  start_line: int = 0) -> Iterator[tuple[int, str]]:
@@ -561,10 +562,16 @@ def triage_text(text, catalog: Catalog | None = None) -> dict:
     return triage_lines(iter(text.split("\n")), catalog)
 
 
-def _triage_numbered(numbered: Iterable[tuple[int, str]], catalog: Catalog) -> dict:
+def _triage_numbered(numbered: Iterable[tuple[int, str]], catalog: Catalog, max_seconds: float = MAX_SECONDS,
+                     notices: list | None = None) -> dict:
     t = _Triage(catalog)
+    deadline = time.monotonic() + max_seconds
     for n, line in numbered:
         t.feed(n, line)
+        if n % 512 == 0 and time.monotonic() > deadline:
+            if notices is not None:
+                notices.append(f"analysis stopped at line {n} after {max_seconds:g} s (--max-seconds)")
+            break
     return t.result()
 
 
@@ -634,6 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"bytes read per input (default {MAX_BYTES})")
     p.add_argument("--max-line", type=_positive, default=MAX_LINE,
                    help=f"characters kept per line (default {MAX_LINE})")
+    p.add_argument("--max-seconds", type=_positive, default=MAX_SECONDS,
+                   help=f"time budget for the analysis (default {MAX_SECONDS})")
     return p
 
 
@@ -689,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
                 yield n, line
 
     try:
-        result = _triage_numbered(numbered(), cat)
+        result = _triage_numbered(numbered(), cat, args.max_seconds, notices)
     except OSError as exc:
         _write(sys.stderr, f"triage_log.py: error: cannot read input: {exc.strerror or exc}\n")
         return EXIT_USAGE
