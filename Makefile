@@ -27,6 +27,7 @@ test: venv
 bench: venv
 	$(VPY) benchmarks/bench_availability.py
 	@if [ -f benchmarks/bench_validator.py ]; then $(VPY) benchmarks/bench_validator.py; fi
+	@if [ -f benchmarks/bench_triage.py ]; then $(VPY) benchmarks/bench_triage.py; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

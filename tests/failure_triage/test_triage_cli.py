@@ -275,3 +275,10 @@ def test_running_it_loads_no_training_library():
             "sys.stderr.write('LOADED:'+','.join(bad))" % str(SCRIPT))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "LOADED:" in r.stderr and r.stderr.split("LOADED:")[1].strip() == ""
+
+
+def test_rank_named_in_the_message_labels_it_without_breaking_the_traceback(triage, catalog):
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>',
+             "RuntimeError: [Rank 3] something unknown went wrong", "next"]
+    res = triage.triage_text("\n".join(lines), catalog)
+    assert res["root_cause"]["line"] == 3 and res["root_cause"]["rank"] == 3

@@ -244,7 +244,7 @@ _RANK_IN_TEXT = re.compile(r"\[[Rr]ank ?(\d{1,6})\]")
 
 
 def clean(line: str) -> tuple[str, int | None, bool]:
-    """Return (text, rank from a prefix or the text, came-from-a-Rich-box)."""
+    """Return (text without prefixes, rank from a prefix or None, came-from-a-Rich-box)."""
     line = _ANSI.sub("", line)
     if "\x00" in line or _CTRL.search(line):
         line = _CTRL.sub("", line)
@@ -272,11 +272,12 @@ def clean(line: str) -> tuple[str, int | None, bool]:
         line = "  " + s.strip()
     else:
         line = line.rstrip()
-    if rank is None:
-        m = _RANK_IN_TEXT.search(line)
-        if m:
-            rank = int(m.group(1))
     return line, rank, boxed
+
+
+def _rank_in_text(text: str) -> int | None:
+    m = _RANK_IN_TEXT.search(text)
+    return int(m.group(1)) if m else None
 
 
 # --------------------------------------------------------------------------- input
@@ -447,7 +448,9 @@ class _Triage:
         s = text.strip()
         if not s:
             return
-        key = rank
+        key = rank  # tracebacks are followed per prefix rank; "[Rank N]" in a message only labels it
+        if rank is None and "ank" in s:
+            rank = _rank_in_text(s)
         state = self.tb.get(key)
         if _TB_START.match(s):
             self.tb[key] = {"pending": None}
