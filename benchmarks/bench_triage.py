@@ -50,6 +50,7 @@ def main(argv=None) -> int:
                                  epilog="\n".join(__doc__.splitlines()[1:]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--labels", default=str(LABELS), help="labels.yaml (default: the test set)")
+    ap.add_argument("--catalog", help="catalog folder (default: the sub-skill's catalog/)")
     ap.add_argument("--repeat", type=int, default=5, help="timing runs per log (default 5)")
     ap.add_argument("--misses", action="store_true", help="print each miss")
     ap.add_argument("--output", choices=("text", "json"), default="text")
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
         import yaml
         labels = yaml.safe_load(Path(args.labels).read_text(encoding="utf-8"))
         tri = load_script()
-        catalog = tri.load_catalog()
+        catalog = tri.load_catalog(args.catalog)
     except Exception as exc:  # noqa: BLE001 - a benchmark reports and stops
         print(f"bench_triage: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -159,7 +159,7 @@ def test_api_text_and_lines_agree(triage, catalog):
 
 
 @pytest.mark.parametrize("prefix,rank", [
-    ("[rank3]:", 3), ("[rank3]: ", 3), ("[default2]:", 2), ("3: ", 3), ("[1,5]<stderr>:", 5),
+    ("[rank3]:", 3), ("[rank3]: ", 3), ("[default2]:", 2), ("3: ", 3), ("[1,5]<stderr>:", 5), ("[5]<stdout>:", 5), ("(RayTrainWorker pid=12, ip=10.0.0.1) ", None),
     ("worker-1: ", None), ("localhost: ", None), ("ip-10-0-0-1.ec2.internal: ", None),
     ("worker-1: [rank7]: ", 7), ("\x1b[31m[rank4]:\x1b[0m ", 4),
 ])
@@ -282,3 +282,40 @@ def test_rank_named_in_the_message_labels_it_without_breaking_the_traceback(tria
              "RuntimeError: [Rank 3] something unknown went wrong", "next"]
     res = triage.triage_text("\n".join(lines), catalog)
     assert res["root_cause"]["line"] == 3 and res["root_cause"]["rank"] == 3
+
+
+def test_other_processes_lines_inside_a_traceback_do_not_end_it(triage, catalog):
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>',
+             "[2023-03-21 20:28:05,674] [INFO] [engine.py:21:load] Loading checkpoint",
+             "using world size: 2 and model-parallel size: 1",
+             '    load()', 'py", line 261, in set_device', LOAD]
+    res = triage.triage_text("\n".join(lines), catalog)
+    assert res["root_cause"]["line"] == 7 and res["root_cause"]["signature"] == "accelerate-load-state-missing-dir"
+
+
+def test_paste_starting_inside_a_traceback(triage, catalog):
+    lines = ['File "/x/accelerate/accelerator.py", line 3829, in load_state',
+             '    raise ValueError(f"Tried to find {input_dir} but folder does not exist")', LOAD,
+             "  0%|          | 0/6931 [00:01<?, ?it/s]"]
+    res = triage.triage_text("\n".join(lines), catalog)
+    assert res["root_cause"]["line"] == 3
+
+
+def test_traceback_glued_to_a_progress_bar(triage, catalog):
+    lines = ["Steps:   0%|          | 0/800 [00:00<?, ?it/s]Traceback (most recent call last):"] + TB[1:]
+    res = triage.triage_text("\n".join(lines), catalog)
+    assert res["root_cause"]["line"] == 6
+
+
+def test_indented_traceback_inside_pip_output(triage, catalog):
+    lines = ["  error: subprocess-exited-with-error", "  ╰─> [8 lines of output]",
+             "      Traceback (most recent call last):", '        File "setup.py", line 100, in <module>',
+             "          x()", "      " + LOAD, "      [end of output]",
+             "  note: This error originates from a subprocess, and is likely not a problem with pip."]
+    res = triage.triage_text("\n".join(lines), catalog)
+    assert res["root_cause"]["line"] == 6 and res["root_cause"]["signature"] == "accelerate-load-state-missing-dir"
+
+
+def test_traceback_cut_before_its_exception_line_is_named_by_its_frame(triage, catalog):
+    res = triage.triage_text("\n".join(TB[:-1]), catalog)
+    assert res["root_cause"]["line"] == 5 and res["root_cause"]["signature"] == "accelerate-load-state-missing-dir"

@@ -229,8 +229,9 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _PREFIXES = [
     (re.compile(r"^\[(?:rank|default)(\d{1,6})\]:[ \t]?"), True),        # torch [rank3]: / [default0]:
-    (re.compile(r"^\[\d+,(\d{1,6})\]<std(?:out|err)>:[ \t]?"), True),    # mpirun [1,3]<stderr>:
+    (re.compile(r"^\[(?:\d+,)?(\d{1,6})\]<std(?:out|err)>:[ \t]?"), True),  # mpirun [1,3]<stderr>:, horovodrun [3]<stderr>:
     (re.compile(r"^(\d{1,5}):[ \t]"), True),                              # srun -l / "3: "
+    (re.compile(r"^\([^()]{0,80}\bpid=\d+[^()]{0,80}\)[ \t]?"), False),       # Ray "(Worker pid=12, ip=...)"
     # pdsh / deepspeed multi-node "host: ": a name with a digit (node01, 10.0.0.1, ip-10-0-0-1.ec2),
     # localhost, or any host-like name followed by something only a log line starts with
     (re.compile(r"^(?:localhost|[A-Za-z0-9-]*\d[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*):[ \t]"), False),
@@ -376,6 +377,9 @@ _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*?(?:Error|Exception|Exit|Interrupt|Fai
 _EXC_OUT = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)(?::\s|:?$)")
 _STRUCT_KEYS = ("rror", "xception", "raceback", "Exit", "Interrupt", "Failure", "Fault", "Errno",
                 "During handling", "The above exception", "│", "┃", "║", "╭", "╰")
+_FRAME = re.compile(r'^File "[^"]*", line \d+')
+# an exception line: a dotted name whose last part starts upper-case, then ": message" or nothing
+_EXC_SHAPE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::(?:\s|$)|$)")
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 
@@ -403,33 +407,45 @@ _CASCADE_ONLY_FIX = ("Find the first failing rank's own output: rerun with per-r
 
 
 class _Triage:
+    """Streaming state: open tracebacks per prefix rank, candidates for the root cause, findings."""
+
     def __init__(self, catalog: Catalog):
         self.cat = catalog
-        self.root: dict | None = None
-        self.findings: list[dict] = []
-        self.seen: set = set()
-        self.tb: dict = {}  # rank key -> {"pending": record|None, "after_box": bool}
+        self.root: dict | None = None        # earliest root candidate so far (by input line)
+        self.cands: dict = {}                # dedupe key -> candidate record (capped)
+        self.secondary: dict = {}            # dedupe key -> cascade / warning record (capped)
         self.first_cascade: dict | None = None
-        self.last_exc: dict = {}  # rank key -> record of the exception line that ended its last traceback
-        self.chain: dict = {}  # rank key -> that record, while a chained traceback follows it
+        self.tb: dict = {}                   # rank key -> {"indent": int, "pending": (entry, record) | None}
+        self.last_exc: dict = {}             # rank key -> record of the exception line that ended its last traceback
+        self.chain: dict = {}                # rank key -> that record, while a chained traceback follows it
+        self.follow: dict = {}               # rank key -> (unmatched exception record, lines left to look at)
         self.fast = not catalog.always
-        self.follow: dict = {}  # rank key -> (unmatched exception record, lines left to look at)
 
-    def _add(self, rec: dict):
-        key = (rec["role"], rec["signature"], rec["signature"] is None and rec["text"])
-        if key in self.seen or len(self.findings) >= MAX_FINDINGS:
-            return
-        self.seen.add(key)
-        self.findings.append(rec)
+    @staticmethod
+    def _key(rec: dict):
+        return (rec["signature"], rec["signature"] is None and rec["text"])
 
     def _candidate(self, rec: dict):
-        if self.root is None:
-            rec["role"] = "root"
+        if self.root is None or rec["line"] < self.root["line"]:
             self.root = rec
-            self._add(rec)
-        else:
-            rec["role"] = "cascade"
-            self._add(rec)
+        # keep the two earliest records per failure: the first may be the root, the second then
+        # shows the repetition (the same error on another rank) as cascade
+        k0, k1 = self._key(rec) + (0,), self._key(rec) + (1,)
+        first, second = self.cands.get(k0), self.cands.get(k1)
+        if first is None:
+            if len(self.cands) < 2 * MAX_FINDINGS:
+                self.cands[k0] = rec
+        elif rec["line"] < first["line"]:
+            self.cands[k0], self.cands[k1] = rec, first
+        elif second is None or rec["line"] < second["line"]:
+            self.cands[k1] = rec
+
+    def _note_secondary(self, rec: dict):
+        if rec["role"] == "cascade" and self.first_cascade is None:
+            self.first_cascade = rec
+        k = (rec["role"],) + self._key(rec)
+        if k not in self.secondary and len(self.secondary) < MAX_FINDINGS:
+            self.secondary[k] = rec
 
     def feed(self, line_no: int, raw: str):
         raw = raw.rstrip("\r\n")
@@ -451,9 +467,10 @@ class _Triage:
         key = rank  # tracebacks are followed per prefix rank; "[Rank N]" in a message only labels it
         if rank is None and "ank" in s:
             rank = _rank_in_text(s)
-        state = self.tb.get(key)
-        if _TB_START.match(s):
-            self.tb[key] = {"pending": None}
+        indent = len(text) - len(text.lstrip())
+        if "Traceback (most recent call last)" in s or _TB_START.match(s):
+            # also when glued to a progress bar ("0/800 [00:00<?]Traceback (most recent call last):")
+            self._open(key, indent)
             return
         if s.startswith(_CHAIN):
             # "During handling ... another exception occurred": the next traceback of this rank is a
@@ -461,6 +478,10 @@ class _Triage:
             if key in self.last_exc:
                 self.chain[key] = self.last_exc[key]
             return
+        state = self.tb.get(key)
+        if state is None and _FRAME.match(s):
+            # a paste that starts inside a traceback: its first frame opens it
+            state = self._open(key, indent)
         entry = self.cat.match(s)
         follow = self.follow.get(key)
         if follow is not None:
@@ -475,37 +496,8 @@ class _Triage:
             else:
                 self.follow[key] = (rec, left - 1)
         if state is not None:
-            # inside a traceback: frames are indented or boxed; the box's bottom edge ends the frames
-            if _BOX_EDGE.match(s) and s[0] in "╰┗╚+":
+            if self._in_traceback(state, key, line_no, rank, text, s, indent, boxed, entry):
                 return
-            if boxed or text.startswith((" ", "\t")) or s.startswith(("File \"", "^", "~")):
-                if entry is not None and entry.role == "root" and state["pending"] is None:
-                    state["pending"] = entry
-                return
-            # the first unindented line ends the traceback: the exception line
-            del self.tb[key]
-            pending = state["pending"]
-            if entry is not None and entry.role != "root":
-                rec = _record(line_no, rank, s, entry, entry.role)
-                self._note_secondary(rec)
-                return
-            if entry is None and pending is not None:
-                entry = pending
-            rec = _record(line_no, rank, s, entry, "root")
-            prev = self.chain.pop(key, None)
-            if prev is not None:
-                # a later link of one chained failure: an unknown first link (a JSONDecodeError, a
-                # bare ValueError) wrapped by a known library error takes the known link's line
-                # and entry; otherwise the first link stays the failure
-                if prev["signature"] is None and entry is not None:
-                    prev.update({k: v for k, v in rec.items() if k != "role"})
-                self.last_exc[key] = prev
-                return
-            self._candidate(rec)
-            self.last_exc[key] = rec
-            if entry is None:
-                self.follow[key] = (rec, FOLLOW_LINES)
-            return
         if entry is not None:
             if entry.role == "root":
                 self._candidate(_record(line_no, rank, s, entry, "root"))
@@ -517,23 +509,77 @@ class _Triage:
             self._candidate(rec)
             self.follow[key] = (rec, FOLLOW_LINES)
 
-    def _note_secondary(self, rec: dict):
-        if rec["role"] == "cascade" and self.first_cascade is None:
-            self.first_cascade = rec
-        self._add(rec)
+    def _open(self, key, indent: int) -> dict:
+        state = {"indent": indent, "pending": None}
+        self.tb[key] = state
+        return state
+
+    def _in_traceback(self, state, key, line_no, rank, text, s, indent, boxed, entry) -> bool:
+        """Handle a line while a traceback of this rank is open; False if it is not part of it."""
+        if _BOX_EDGE.match(s) and s[0] in "╰┗╚+":
+            return True  # the bottom edge of a Rich box: the exception line follows
+        frame = boxed or indent > state["indent"] or s.startswith(('File "', "^", "~"))
+        if frame:
+            if entry is not None and entry.role == "root" and state["pending"] is None:
+                # a frame (often the raise statement) names the failure: keep it for the exception line
+                state["pending"] = (entry, _record(line_no, rank, s, entry, "root"))
+            return True
+        if not _EXC_SHAPE.match(s):
+            # another process's line printed into the middle of the traceback: not its end
+            return True
+        # the exception line ends the traceback
+        del self.tb[key]
+        pending = state["pending"]
+        if entry is not None and entry.role != "root":
+            self._note_secondary(_record(line_no, rank, s, entry, entry.role))
+            return True
+        if entry is None and pending is not None:
+            entry = pending[0]
+        rec = _record(line_no, rank, s, entry, "root")
+        prev = self.chain.pop(key, None)
+        if prev is not None:
+            # a later link of one chained failure: an unknown first link (a JSONDecodeError, a bare
+            # ValueError) wrapped by a known library error takes the known link's line and entry;
+            # otherwise the first link stays the failure
+            if prev["signature"] is None and entry is not None:
+                prev.update({k: v for k, v in rec.items() if k != "role"})
+            self.last_exc[key] = prev
+            return True
+        self._candidate(rec)
+        self.last_exc[key] = rec
+        if entry is None:
+            self.follow[key] = (rec, FOLLOW_LINES)
+        return True
 
     def result(self) -> dict:
+        # a traceback cut off before its exception line still names its failure by a frame
+        for state in self.tb.values():
+            if state["pending"] is not None:
+                self._candidate(state["pending"][1])
         root = None
+        findings = []
         if self.root is not None:
             root = {k: v for k, v in self.root.items() if k != "role"}
             if root["signature"] is None:
                 root["cause"], root["fix"] = _UNKNOWN_CAUSE, _UNKNOWN_FIX
+            for rec in self.cands.values():
+                role = "root" if rec is self.root else "cascade"
+                findings.append(dict(rec, role=role))
+            if not any(f["role"] == "root" for f in findings):
+                findings.append(dict(self.root, role="root"))
         elif self.first_cascade is not None:
             c = self.first_cascade
             root = {"line": c["line"], "rank": c["rank"], "text": c["text"], "signature": None,
                     "cause": _CASCADE_ONLY_CAUSE, "fix": _CASCADE_ONLY_FIX, "reference": None}
-        findings = sorted(self.findings, key=lambda r: r["line"])
-        return {"root_cause": root, "findings": findings}
+        findings += [dict(r) for r in self.secondary.values()]
+        findings.sort(key=lambda r: r["line"])
+        seen, out = set(), []
+        for f in findings:
+            k = (f["role"], f["signature"], f["signature"] is None and f["text"])
+            if k not in seen and len(out) < MAX_FINDINGS:
+                seen.add(k)
+                out.append(f)
+        return {"root_cause": root, "findings": out}
 
 
 def triage_lines(lines: Iterable, catalog: Catalog | None = None, *, max_line: int = MAX_LINE,
