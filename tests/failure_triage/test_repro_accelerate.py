@@ -8,6 +8,7 @@ If accelerate changes a message, the matching test fails.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -101,9 +102,15 @@ def test_scenario_is_triaged_to_its_entry(scenario_output, triage, catalog, name
 # --------------------------------------------------------------------------- real accelerate launch runs
 
 FAILING = textwrap.dedent("""\
-    import os
+    import os, signal
+    import torch
     from accelerate import Accelerator
     acc = Accelerator()
+    mode = os.environ.get("FAIL_MODE", "load_state")
+    if mode == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "gather_shapes":
+        acc.gather(torch.zeros(acc.process_index + 1))
     if acc.process_index == int(os.environ.get("FAIL_RANK", "0")):
         acc.load_state("no_such_checkpoint_dir")
     acc.wait_for_everyone()
@@ -136,17 +143,47 @@ def test_simple_launcher_child_error_then_called_process_error(tmp_path, triage,
     assert min(casc) > res["root_cause"]["line"]
 
 
-@pytest.mark.reproduces("accelerate-load-state-missing-dir")
-def test_two_rank_gloo_run_root_is_the_failing_rank(tmp_path, triage, catalog):
-    r = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+@pytest.mark.reproduces("accelerate-launch-child-killed")
+def test_simple_launcher_child_killed(tmp_path, triage, catalog):
+    r = _launch(tmp_path, ["--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no",
+                           "--dynamo_backend", "no"], extra_env={"FAIL_MODE": "sigkill"})
+    assert r.returncode != 0
+    log = r.stdout + r.stderr
+    res = triage.triage_text(log, catalog)
+    assert res["root_cause"]["signature"] == "accelerate-launch-child-killed", log[-2000:]
+
+
+@pytest.mark.reproduces("accelerate-operation-shape-mismatch")
+def test_debug_mode_gather_of_different_shapes(tmp_path, triage, catalog):
+    r = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--debug",
                            "--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no"],
-                extra_env={"ACCELERATE_USE_CPU": "1", "FAIL_RANK": "1"})
+                extra_env={"ACCELERATE_USE_CPU": "1", "FAIL_MODE": "gather_shapes"})
+    assert r.returncode != 0
+    log = r.stdout + r.stderr
+    res = triage.triage_text(log, catalog)
+    assert res["root_cause"]["signature"] == "accelerate-operation-shape-mismatch", log[-3000:]
+
+
+@pytest.mark.reproduces("accelerate-load-state-missing-dir", "accelerate-launch-port-in-use-warning")
+def test_two_rank_gloo_run_root_is_the_failing_rank(tmp_path, triage, catalog):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = str(busy.getsockname()[1])
+    try:
+        r = _launch(tmp_path, ["--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                               "--main_process_port", port, "--mixed_precision", "no", "--dynamo_backend", "no"],
+                    extra_env={"ACCELERATE_USE_CPU": "1", "FAIL_RANK": "1", "PYTHONWARNINGS": "default"})
+    finally:
+        busy.close()
     assert r.returncode != 0
     log = r.stdout + r.stderr
     res = triage.triage_text(log, catalog)
     root = res["root_cause"]
     assert root["signature"] == "accelerate-load-state-missing-dir", log[-3000:]
     assert root["rank"] in (1, None), root
+    assert any(f["signature"] == "accelerate-launch-port-in-use-warning" and f["role"] == "warning"
+               for f in res["findings"]), res["findings"]
     # the same text through the CLI gives exit 0 and the same root line
     cli = subprocess.run([PY, str(REPO / "sub-skills/failure-triage/scripts/triage_log.py"), "--output", "json", "-"],
                          input=log, capture_output=True, text=True, timeout=120)
