@@ -52,6 +52,8 @@ def main(argv=None) -> int:
     ap.add_argument("--labels", default=str(LABELS), help="labels.yaml (default: the test set)")
     ap.add_argument("--catalog", help="catalog folder (default: the sub-skill's catalog/)")
     ap.add_argument("--repeat", type=int, default=5, help="timing runs per log (default 5)")
+    ap.add_argument("--throughput-mib", type=int, default=16,
+                    help="also time a synthetic training log of this many MiB (0: skip; default 16)")
     ap.add_argument("--misses", action="store_true", help="print each miss")
     ap.add_argument("--output", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
@@ -96,6 +98,19 @@ def main(argv=None) -> int:
         "time_per_log_ms_max": round(1000 * max(secs), 3) if n else 0.0,
         "catalog_entries": len(catalog.entries),
     }
+    if args.throughput_mib > 0:
+        noise = [f"step {i} loss={1 / (i + 1):.4f} lr=1e-4 grad_norm=0.98 tokens/s=12345\n" for i in range(4096)]
+        lines, size = [], 0
+        while size < args.throughput_mib * 1024 * 1024:
+            lines.extend(noise)
+            size += sum(len(x) for x in noise)
+        lines.extend(["Traceback (most recent call last):\n", '  File "train.py", line 1, in <module>\n',
+                      "ValueError: Tried to find ckpt but folder does not exist\n"])
+        t0 = time.perf_counter()
+        res = tri.triage_lines(lines, catalog)
+        dt = time.perf_counter() - t0
+        summary["throughput_mib_per_s"] = round(size / dt / 1024 / 1024, 1)
+        summary["throughput_found_root"] = (res["root_cause"] or {}).get("line") == len(lines)
     if args.output == "json":
         print(json.dumps({"summary": summary, "logs": rows}, indent=2))
         return 0
@@ -105,6 +120,9 @@ def main(argv=None) -> int:
     print(f"signature match:  {summary['signature_hit_pct']}%")
     print(f"time per log:     mean {summary['time_per_log_ms_mean']} ms, max {summary['time_per_log_ms_max']} ms "
           f"(best of {args.repeat}, in-process, catalog loaded once)")
+    if "throughput_mib_per_s" in summary:
+        print(f"throughput:       {summary['throughput_mib_per_s']} MiB/s on a {args.throughput_mib} MiB synthetic log "
+              f"(root found at its last line: {summary['throughput_found_root']})")
     if args.misses:
         for r in rows:
             if not (r["root_hit"] and r["fix_hit"]):
