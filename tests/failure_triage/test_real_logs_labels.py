@@ -147,3 +147,15 @@ def test_expected_signature_exists_and_matches_the_labelled_line(entry):
 def test_most_logs_have_a_known_signature():
     known = sum(1 for e in LABELLED if e["expected_signature"])
     assert known >= 0.8 * len(LABELLED), f"{known}/{len(LABELLED)}"
+
+
+def test_set_covers_the_failure_families():
+    """The set spans the triage references (config, OOM, hangs, builds, checkpoints, numerics, ...)."""
+    catalog = _catalog()
+    refs = {catalog[e["expected_signature"]].get("reference", "").rsplit("/", 1)[-1]
+            for e in LABELLED if e["expected_signature"] in catalog}
+    wanted = {"startup-and-config.md", "out-of-memory.md", "hangs-and-timeouts.md", "build-failures.md",
+              "checkpoints-and-resume.md", "numerics.md", "generation-under-sharding.md", "multi-node.md",
+              "runtime-errors.md"}
+    assert wanted <= refs, f"no labelled log for {sorted(wanted - refs)}"
+    assert sum(1 for e in LABELLED if e["root_line"] > 1) >= len(LABELLED) // 3, "too few logs with noise before the root"
