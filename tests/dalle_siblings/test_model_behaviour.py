@@ -289,8 +289,94 @@ obs["first_calls"] = seen[:4]
 t2 = torch.tensor([[5, 3, 7, 0]]); seen.clear()
 m.generate_images(t2)
 obs["caller_text_after_scale1"] = t2[0].tolist()
+# per token: does the conditional pass equal the text-dropped one? (uncached and cached)
+outs = []
+def spy2(self, *a, **k):
+    o = orig(self, *a, **k); outs.append(o[:, -1].clone()); return o
+DALLE.forward = spy2
+for uc in (False, True):
+    outs.clear()
+    m.generate_images(torch.tensor([[5, 3, 7, 0]]), cond_scale=2, use_cache=uc)
+    obs[f"same-pair-{uc}"] = [bool(torch.allclose(c, n)) for c, n in zip(outs[0::2], outs[1::2])]
 print(json.dumps(obs))
 ''')
+
+
+@pytest.fixture(scope="module")
+def loader():
+    """TextImageDataset (dalle_pytorch/loader.py) on a small folder; PIL and torchvision replaced by
+    stand-ins that hand the path through (a file holding b"bad" is an unreadable image)."""
+    return run('''
+import tempfile, pathlib, types, random
+tv = types.ModuleType("torchvision"); tvt = types.ModuleType("torchvision.transforms")
+class _T:
+    def __init__(self, *a, **k): pass
+    def __call__(self, x): return x
+class Compose:
+    def __init__(self, fs): self.fs = fs
+    def __call__(self, x):
+        for f in self.fs: x = f(x)
+        return x
+tvt.Compose, tvt.Lambda, tvt.RandomResizedCrop, tvt.ToTensor = Compose, _T, _T, _T
+tv.transforms = tvt; sys.modules["torchvision"] = tv; sys.modules["torchvision.transforms"] = tvt
+PIL = sys.modules["PIL"]
+class UnidentifiedImageError(OSError): pass
+PIL.UnidentifiedImageError = UnidentifiedImageError
+def _open(path):
+    if pathlib.Path(path).read_bytes() == b"bad": raise UnidentifiedImageError(path)
+    return str(path)
+PIL.Image = types.SimpleNamespace(open=_open)
+from dalle_pytorch.loader import TextImageDataset
+class Tok:
+    def tokenize(self, text, context_length, truncate_text=False):
+        return torch.tensor([[len(text)]])
+obs = {}
+root = pathlib.Path(tempfile.mkdtemp())
+(root / "a").mkdir(); (root / "b").mkdir(); (root / "c").mkdir()
+(root / "a" / "one.jpg").write_bytes(b"img"); (root / "b" / "one.txt").write_text("first\\n\\nsecond\\n")
+(root / "a" / "UP.JPG").write_bytes(b"img"); (root / "a" / "UP.txt").write_text("x")
+(root / "a" / "two.png").write_bytes(b"img"); (root / "c" / "two.png").write_bytes(b"img"); (root / "a" / "two.txt").write_text("yy")
+(root / "a" / "empty.bmp").write_bytes(b"img"); (root / "a" / "empty.txt").write_text("\\n\\n")
+(root / "a" / "bad.jpeg").write_bytes(b"bad"); (root / "a" / "bad.txt").write_text("zzz")
+ds = TextImageDataset(str(root), tokenizer=Tok(), shuffle=False)
+obs["keys"] = sorted(ds.keys)
+lens = set()
+random.seed(0)
+k = ds.keys.index("one")
+for _ in range(40):
+    lens.add(int(ds[k][0]))
+obs["one_caption_lengths"] = sorted(lens)
+obs["order"] = list(ds.keys)
+obs["skip"] = {name: int(ds[ds.keys.index(name)][0]) for name in ("empty", "bad")}
+obs["empty_folder"] = len(TextImageDataset(tempfile.mkdtemp(), tokenizer=Tok()))
+print(json.dumps(obs))
+''')
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    """What generate.py and a resume do with a saved DALLE state dict."""
+    return run('''
+        obs = {}
+        trained = tiny_dalle()
+        sd = trained.state_dict()
+        obs["vae_keys"] = sum(k.startswith("vae.") for k in sd)
+        torch.manual_seed(7)
+        fresh = DALLE(vae=DiscreteVAE(image_size=8, num_layers=1, num_tokens=16, codebook_dim=8, hidden_dim=8),
+                      dim=32, num_text_tokens=20, text_seq_len=4, depth=1, heads=2, dim_head=16)
+        fresh.load_state_dict(sd)
+        obs["vae_restored"] = all(torch.equal(a, b) for a, b in zip(fresh.vae.state_dict().values(), trained.vae.state_dict().values()))
+        try:
+            fresh.load_state_dict("weights are in the DeepSpeed folder")
+            obs["string_weights"] = "ok"
+        except TypeError as e:
+            obs["string_weights"] = str(e)
+        p = [torch.nn.Parameter(torch.zeros(1))]
+        old = torch.optim.Adam(p, lr=3e-4); new = torch.optim.Adam(p, lr=1e-3)
+        new.load_state_dict(old.state_dict())
+        obs["lr_after_restore"] = new.param_groups[0]["lr"]
+        print(json.dumps(obs))
+    ''')
 
 
 # ----------------------------------------------------------------------------- generate_images
@@ -358,9 +444,15 @@ def test_guidance_zeroes_the_prompt_in_place(guidance):
     assert calls[2] == [0.0, [0, 0, 0, 0]]  # the conditional pass of the second token sees no prompt
     assert guidance["caller_text_after"] == [0, 0, 0, 0]
     assert guidance["caller_text_after_scale1"] == [5, 3, 7, 0]
+    # uncached: from the second token on both passes are identical, so guidance changes nothing
+    uncached, cached = guidance["same-pair-False"], guidance["same-pair-True"]
+    assert uncached[0] is False and all(uncached[1:]), uncached
+    assert not all(cached[1:])  # cached: the passes differ, so cached and uncached guidance disagree
     text = doc(GEN)
     assert "the first image token's text-dropped pass zeroes the prompt in place" in text
     assert "your `text` tensor comes back filled with zeros" in text
+    assert "from the second image token on, both passes are identical" in text
+    assert "`use_cache=True` gives other results than `use_cache=False` under guidance" in text
     assert "**Broken in 1.6.6**" in row(GEN, "`cond_scale` |")
     assert "zeroes the prompt tensor in place" in doc("generation-and-ranking/SKILL.md")
 
@@ -557,3 +649,40 @@ def test_folder_loader_drops_the_last_partial_batch():
     from torch.utils.data import DataLoader
     assert len(DataLoader(list(range(3)), batch_size=4, drop_last=True)) == 0
     assert "fewer pairs than this gives zero steps" in row(FLAGS, "`--batch_size` |")
+
+
+# ----------------------------------------------------------------------------- loader and checkpoints
+
+def test_folder_loader_pairs_by_stem_with_lower_case_extensions(loader):
+    assert sorted(loader["keys"]) == ["bad", "empty", "one", "two"]  # UP.JPG is not found
+    TOK = "dalle-training/references/data-and-tokenizers.md"
+    text = doc(TOK)
+    assert "Extensions are matched as written (lower case); on a case-sensitive file system `IMG.JPG` is not found." in text
+    # one.jpg in a/ pairs with one.txt in b/; two.png in a/ and c/ collide into one key
+    assert "Two files named `0001.jpg` in different folders collide; only one survives. Image and caption need not be in the same folder." in text
+    assert loader["one_caption_lengths"] == [5, 6]  # 'first' or 'second'; the empty line is never chosen
+    assert "Each `.txt` is split on newlines, empty lines dropped, one line chosen at random per access" in text
+    order = loader["order"]
+    nxt = lambda name: order[(order.index(name) + 1) % len(order)]
+    lengths = {"one": {5, 6}, "two": {2}}
+    for name in ("empty", "bad"):  # not shuffling: the next index (wrapping to 0)
+        assert loader["skip"][name] in lengths[nxt(name)], (name, order)
+    assert "Prints a message and returns another sample (random one when shuffling, else the next index)" in text
+    assert loader["empty_folder"] == 0
+
+
+def test_checkpoint_weights_carry_the_vae_and_a_string_is_refused(checkpoint):
+    assert checkpoint["vae_keys"] > 0 and checkpoint["vae_restored"]
+    assert "The VAE weights come from the DALL-E state dict, so no separate `vae.pt` is needed" in doc(GEN_SCRIPT)
+    assert "includes the frozen VAE's weights under `vae.`" in doc("dalle-training/references/checkpoints-and-resume.md")
+    assert checkpoint["string_weights"].startswith("Expected state_dict to be dict-like, got <class 'str'>")
+    assert "`TypeError: Expected state_dict to be dict-like, got <class 'str'>.`" in doc("distributed-and-backends/references/troubleshooting.md")
+
+
+def test_restored_optimizer_state_overrides_a_new_learning_rate(checkpoint):
+    assert checkpoint["lr_after_restore"] == 3e-4
+    assert "A changed `--learning_rate` is overridden by the restored `opt_state`, which carries the old rate." in doc("dalle-training/references/checkpoints-and-resume.md")
+    loop = LINES["train_dalle.py"]["596"]
+    epochs = eval(loop[loop.index("range"):-1], {}, {"resume_epoch": 3, "EPOCHS": 20})
+    assert epochs[0] == 3 and epochs[-1] == 19  # the saved epoch runs again, up to --epochs exclusive
+    assert "the saved epoch is repeated from its start" in doc("dalle-training/references/checkpoints-and-resume.md")
