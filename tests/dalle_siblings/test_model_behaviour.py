@@ -686,3 +686,24 @@ def test_restored_optimizer_state_overrides_a_new_learning_rate(checkpoint):
     epochs = eval(loop[loop.index("range"):-1], {}, {"resume_epoch": 3, "EPOCHS": 20})
     assert epochs[0] == 3 and epochs[-1] == 19  # the saved epoch runs again, up to --epochs exclusive
     assert "the saved epoch is repeated from its start" in doc("dalle-training/references/checkpoints-and-resume.md")
+
+
+def test_vae_registers_its_codebook_only_after_the_deepspeed_backend_is_set():
+    obs = run('''
+        from dalle_pytorch import distributed_utils as du
+        calls = []
+        fake = types.SimpleNamespace(zero=types.SimpleNamespace(register_external_parameter=lambda m, p: calls.append(list(p.shape))))
+        kw = dict(image_size=8, num_layers=1, num_tokens=16, codebook_dim=8, hidden_dim=8)
+        ds = next(b for b in du.BACKENDS if isinstance(b, du.DeepSpeedBackend))
+        ds.backend_module = fake
+        du.is_distributed, du.backend = False, du.BACKENDS[0]
+        DiscreteVAE(**kw)
+        before = list(calls)
+        du.is_distributed, du.backend = True, ds
+        DiscreteVAE(**kw)
+        print(json.dumps({"before": before, "after": calls}))
+    ''')
+    assert obs == {"before": [], "after": [[16, 8]]}
+    text = doc("distributed-and-backends/references/distributed-backends.md")
+    assert "register their codebook weight with `deepspeed.zero.register_external_parameter` only when `is_distributed` is set and the backend is DeepSpeed" in text
+    assert "Built earlier, the registration is silently skipped" in text
