@@ -713,3 +713,14 @@ def test_vae_registers_its_codebook_only_after_the_deepspeed_backend_is_set():
     text = doc("distributed-and-backends/references/distributed-backends.md")
     assert "register their codebook weight with `deepspeed.zero.register_external_parameter` only when `is_distributed` is set and the backend is DeepSpeed" in text
     assert "Built earlier, the registration is silently skipped" in text
+
+
+def test_training_sample_is_skipped_only_under_deepspeed_with_fp16():
+    lines = LINES["train_dalle.py"]
+    assert lines["644"].strip() == "if not avoid_model_calls:"
+    expr = lines["529"].split("=", 1)[1].strip()
+    skipped = {(ds, fp16) for ds in (False, True) for fp16 in (False, True)
+               if eval(expr, {}, {"using_deepspeed": ds, "args": type("A", (), {"fp16": fp16})})}
+    assert skipped == {(True, True)}
+    assert "It is skipped only with DeepSpeed plus `--fp16`; no flag turns it off." in doc(FLAGS)
+    assert "With DeepSpeed: `fp16.enabled` in its config and no sample images during training." in row(FLAGS, "`--fp16` |")
