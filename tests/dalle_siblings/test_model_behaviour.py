@@ -298,6 +298,33 @@ for uc in (False, True):
     outs.clear()
     m.generate_images(torch.tensor([[5, 3, 7, 0]]), cond_scale=2, use_cache=uc)
     obs[f"same-pair-{uc}"] = [bool(torch.allclose(c, n)) for c, n in zip(outs[0::2], outs[1::2])]
+DALLE.forward = orig
+# with clip=: what text does CLIP score against?
+clip = CLIP(dim_text=16, dim_image=16, dim_latent=16, num_text_tokens=20, text_enc_depth=1, text_seq_len=4,
+            text_heads=2, visual_enc_depth=1, visual_heads=2, visual_image_size=8, visual_patch_size=4)
+seen_text = []
+orig_clip = CLIP.forward
+def clip_spy(self, text, *a, **k):
+    seen_text.append(text[0].tolist()); return orig_clip(self, text, *a, **k)
+CLIP.forward = clip_spy
+m.generate_images(torch.tensor([[5, 3, 7, 0]]), cond_scale=2, clip=clip)
+CLIP.forward = orig_clip
+obs["clip_text"] = seen_text[0]
+# the out-of-place patch of DALLE.forward restores guidance
+import inspect, textwrap
+src = textwrap.dedent(inspect.getsource(orig))
+assert src.count("text *= rearrange(~null_mask, 'b -> b 1')") == 1
+ns = dict(vars(sys.modules[DALLE.__module__]))
+exec(src.replace("text *= rearrange(~null_mask, 'b -> b 1')", "text = text * rearrange(~null_mask, 'b -> b 1')"), ns)
+DALLE.forward = ns["forward"]
+t3 = torch.tensor([[5, 3, 7, 0]]); outs.clear()
+def spy3(self, text, *a, null_cond_prob=0., **k):
+    outs.append((null_cond_prob, text[0].tolist())); return ns["forward"](self, text, *a, null_cond_prob=null_cond_prob, **k)
+DALLE.forward = spy3
+m.generate_images(t3, cond_scale=2)
+obs["patched_calls"] = outs[2:4]
+obs["patched_caller_text"] = t3[0].tolist()
+DALLE.forward = orig
 print(json.dumps(obs))
 ''')
 
@@ -448,9 +475,15 @@ def test_guidance_zeroes_the_prompt_in_place(guidance):
     uncached, cached = guidance["same-pair-False"], guidance["same-pair-True"]
     assert uncached[0] is False and all(uncached[1:]), uncached
     assert not all(cached[1:])  # cached: the passes differ, so cached and uncached guidance disagree
+    assert guidance["clip_text"] == [0, 0, 0, 0]  # CLIP scores against the zeroed prompt
+    # patched out of place: the second token's conditional pass still sees the prompt, the caller's tensor is kept
+    assert guidance["patched_calls"] == [[0.0, [5, 3, 7, 0]], [1.0, [5, 3, 7, 0]]]
+    assert guidance["patched_caller_text"] == [5, 3, 7, 0]
     text = doc(GEN)
     assert "the first image token's text-dropped pass zeroes the prompt in place" in text
     assert "your `text` tensor comes back filled with zeros" in text
+    assert "patch that line of `dalle_pytorch/dalle_pytorch.py` (`DALLE.forward`) to the out-of-place `text = text * ...`" in text
+    assert "with `clip=`, CLIP scores the images against the zeroed prompt" in text
     assert "from the second image token on, both passes are identical" in text
     assert "`use_cache=True` gives other results than `use_cache=False` under guidance" in text
     assert "**Broken in 1.6.6**" in row(GEN, "`cond_scale` |")
