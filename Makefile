@@ -37,6 +37,7 @@ test-corpus: venv ## run the corpus layer: tests on the configs in CORPUS (defau
 bench: venv ## print the benchmark figures (never part of the tests)
 	$(VPY) benchmarks/bench_availability.py
 	@if [ -f benchmarks/bench_validator.py ]; then $(VPY) benchmarks/bench_validator.py; fi
+	@if [ -f benchmarks/bench_planner.py ]; then $(VPY) benchmarks/bench_planner.py; fi
 
 clean: ## remove .venv and test caches
 	rm -rf $(VENV) .pytest_cache .hypothesis

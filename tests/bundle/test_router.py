@@ -62,7 +62,7 @@ def test_routing_table_has_one_row_per_existing_sub_skill():
         stack = {"distributed-training-backends": "Accelerate", "distributed-and-backends": "DALLE-pytorch"}
         assert m.group(1) == stack.get(m.group(2)), row
         assert cells[2] == f"`sub-skills/{m.group(2)}/SKILL.md`", row
-        assert cells[0].startswith(("Accelerate: ", "DALLE-pytorch: ")), row
+        assert cells[0].startswith(("Accelerate: ", "DALLE-pytorch: ", "PyTorch: ")), row
         routed.append(m.group(2))
     assert len(routed) == len(set(routed))
     assert sorted(routed) == sub_skills(), "every sub-skill with a SKILL.md needs exactly one router row"
@@ -95,7 +95,7 @@ def test_helpers_answer_help_and_know_the_flags_the_router_shows(helper_help):
         line = next(ln for ln in helpers.splitlines() if f"`python3 {script}" in ln)
         usage = re.search(r"`python3 (\S+)([^`]*)`", line).group(2).split()
         shown = [t for t in usage if t.startswith("--")]
-        shown += re.findall(r"`(--[a-z-]+)`", line)
+        shown += re.findall(r"`(--[a-z-]+)(?: [A-Z_]+)?`", line)
         for flag in shown:
             assert flag in r.stdout, f"{script}: router shows {flag}, --help does not"
     avail = "sub-skills/distributed-and-backends/scripts/check_backend_availability.py"
@@ -135,12 +135,17 @@ def _dalle_facts():
 
 FACTS = {
     "accelerate": lambda: "accelerate" in _console_scripts("accelerate"),
+    "torch.distributed": lambda: __import__("importlib").import_module("torch.distributed").is_available(),
+    "fully_shard": lambda: hasattr(__import__("importlib").import_module("torch.distributed.fsdp"), "fully_shard"),
     "accelerate launch": lambda: _subcommand("launch", "commands/launch.py"),
     "accelerate config": lambda: _subcommand("config", "commands/config/config.py"),
     "deepspeed": lambda: any(f.name == "deepspeed" and f.parent.name == "bin"
                              for f in map(Path, map(str, md.distribution("deepspeed").files))),
     "torchrun": lambda: "torchrun" in _console_scripts("torch"),
     "Accelerator": lambda: bool(ACCELERATOR_METHODS),
+    # the key `accelerate config` writes into the YAML's deepspeed_config block
+    "deepspeed_config_file": lambda: 'deepspeed_config["deepspeed_config_file"]' in (
+        ACCELERATE / "commands/config/cluster.py").read_text(),
     "dalle_pytorch": lambda: "dalle_pytorch" in md.distribution("dalle-pytorch").read_text("top_level.txt").split(),
     "--distributed_backend": lambda: "'--distributed_backend'" in Path(
         md.distribution("dalle-pytorch").locate_file("dalle_pytorch/distributed_utils.py")).read_text(),
@@ -161,10 +166,10 @@ def router_spans():
 
 
 def test_every_code_span_in_the_router_is_verified():
-    helper_flags = set(re.findall(r"`(--[a-z-]+)`", section("Helper scripts")))  # checked against --help
+    helper_flags = set(re.findall(r"`(--[a-z-]+)(?: [A-Z_]+)?`", section("Helper scripts")))  # checked against --help
     unverified = []
     for span in router_spans():
-        if span in NOT_FACTS or span in helper_flags or span.startswith(
+        if span in NOT_FACTS or span.split(" ")[0] in helper_flags or span.startswith(
                 ("python3 ", "sub-skills/", "references/", "scripts/")):
             continue
         check = FACTS.get(span)

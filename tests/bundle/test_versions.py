@@ -97,12 +97,19 @@ def test_dalle_installed_without_dependencies_as_described():
                   "WebDataset"):
         assert canon(named) in requires, named
         assert f"`{named}`" in VERSIONS
-    # `import dalle_pytorch` fails because its __init__ pulls a module that needs axial_positional_embedding
+    # `import dalle_pytorch` fails: its __init__ pulls dalle_pytorch.vae, whose imports are not installed
     pkg = Path(dist.locate_file("dalle_pytorch"))
-    assert "from dalle_pytorch.dalle_pytorch import" in (pkg / "__init__.py").read_text()
-    assert "from axial_positional_embedding import" in (pkg / "dalle_pytorch.py").read_text()
-    assert importlib.util.find_spec("axial_positional_embedding") is None
-    assert "`axial_positional_embedding`" in VERSIONS
+    assert "from dalle_pytorch.vae import" in (pkg / "__init__.py").read_text()
+    vae = (pkg / "vae.py").read_text()
+    for module in ("taming", "omegaconf", "PIL", "requests"):
+        assert re.search(rf"^(import|from) {module}\b", vae, re.M), module
+        assert importlib.util.find_spec(module) is None, module
+        assert f"`{module}`" in VERSIONS
+    # the two small model dependencies are installed, pinned, and named
+    for module, dist_name in (("axial_positional_embedding", "axial-positional-embedding"),
+                              ("rotary_embedding_torch", "rotary-embedding-torch")):
+        assert importlib.util.find_spec(module) is not None
+        assert f"`{dist_name}` {md.version(dist_name)}" in VERSIONS
     assert "from pkg_resources import" in (pkg / "__init__.py").read_text()
     assert importlib.util.find_spec("pkg_resources") is None
     assert "`pkg_resources`" in VERSIONS

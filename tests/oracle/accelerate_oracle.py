@@ -21,6 +21,8 @@ Stages, in the order accelerate runs them:
             ParallelismConfig._validate_accelerator (accelerate's own method, on a stand-in
             accelerator object), the cp>1 FSDP checks of AcceleratorState, MS-AMP+FSDP,
             torchao+FSDP+cpu_ram_efficient_loading, int(ACCELERATE_GRADIENT_ACCUMULATION_STEPS)
+  prepare   Accelerator._prepare_deepspeed's "auto" fill on a copy of the DeepSpeed plugin's config
+            (an "auto" it has no value for raises ValueError; see _prepare_fill)
   deepspeed DeepSpeed's ZeRO config model (deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig)
             on the ZeRO block accelerate generates when no deepspeed_config_file is used
   torchrun  torch/distributed/run.py::config_from_args on the arguments accelerate hands to torchrun
@@ -193,6 +195,8 @@ def run_one(item):
     name = item.get("name") or "config.yaml"
     if "path" in item and item["path"]:
         path = os.path.abspath(item["path"])
+    elif item.get("argv") is not None and item.get("text") is None:
+        path = None  # a launch command without a config file (tests/launch)
     else:
         path = os.path.join(tmpdir, os.path.basename(name))
         with open(path, "w", encoding="utf-8") as f:
@@ -223,21 +227,29 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 launch_command_parser, ulaunch, udc, ComputeEnvironment, DistributedType,
                 parse_choice_from_env, torch):
     # ---- load
-    try:
-        import yaml
-        with open(path, encoding="utf-8") as f:
-            res["raw"] = _jsonable(json.load(f) if path.endswith(".json") else yaml.safe_load(f))
-    except Exception:
-        res["raw"] = None
-    try:
-        cfg = load_config_from_file(path)
-    except Exception as e:  # noqa: BLE001
-        raise Stop("load", e)
-    res["loaded"] = _loaded_view(cfg)
+    cfg = None
+    if path is not None:
+        try:
+            import yaml
+            with open(path, encoding="utf-8") as f:
+                res["raw"] = _jsonable(json.load(f) if path.endswith(".json") else yaml.safe_load(f))
+        except Exception:
+            res["raw"] = None
+        try:
+            cfg = load_config_from_file(path)
+        except Exception as e:  # noqa: BLE001
+            raise Stop("load", e)
+        res["loaded"] = _loaded_view(cfg)
 
-    # ---- launch: argument merge + validation
+    # ---- launch: argument merge + validation ("argv": a whole command line, {config} = the file)
     parser = launch_command_parser()
-    args = parser.parse_args(["--config_file", path, "train.py"])
+    if item.get("argv") is not None:
+        try:
+            args = parser.parse_args([a.replace("{config}", path or "") for a in item["argv"]])
+        except SystemExit as e:
+            raise Stop("parse", ValueError(f"argparse exit status {e.code}"))
+    else:
+        args = parser.parse_args(["--config_file", path, "train.py"])
     try:
         args, defaults, mp_from_config = _validate_launch_command(args)
     except Exception as e:  # noqa: BLE001
@@ -287,6 +299,8 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
     except Exception as e:  # noqa: BLE001
         raise Stop("env", e)
     res["launcher"] = launcher
+    res["args_after_env"] = {k: _jsonable(getattr(args, k, None)) for k in _ARG_KEYS + (
+        "zero_stage", "fsdp_version", "fsdp_sharding_strategy", "deepspeed_multinode_launcher") if hasattr(args, k)}
     for k in ("rdzv_endpoint", "master_addr", "master_port", "nproc_per_node", "nnodes", "node_rank"):
         if hasattr(args, k):
             res["args"][k] = _jsonable(getattr(args, k))
@@ -363,8 +377,8 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
             # a deepspeed_config_file path that does not exist in the launch directory depends on where
             # accelerate launch is run, not on the file alone
             # (only for a text value: a number or mapping there fails wherever it is launched)
-            ds_file = cfg.deepspeed_config.get("deepspeed_config_file") if isinstance(cfg.deepspeed_config, dict) \
-                else None
+            ds_file = cfg.deepspeed_config.get("deepspeed_config_file") if cfg is not None and isinstance(
+                cfg.deepspeed_config, dict) else None
             raise Stop("plugins", e, env_dependent=isinstance(e, ValueError) and isinstance(ds_file, str) and
                        "expected a string path to an existing deepspeed config" in str(e).lower())
 
@@ -404,6 +418,14 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                                       "world_size": world}
         except Exception as e:  # noqa: BLE001
             raise Stop("accelerator", e)
+
+        # ---- Accelerator._prepare_deepspeed: every "auto" leaf left in the plugin's config is filled
+        # from the objects passed to prepare() or raises ValueError (replayed on a copy; see _prepare_fill)
+        if ds_plugin is not None:
+            try:
+                _prepare_fill(ds_plugin, gas)
+            except Exception as e:  # noqa: BLE001
+                raise Stop("prepare", e)
 
         # ---- DeepSpeed's own ZeRO config model on the accelerate-generated block
         if ds_plugin is not None and os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "none") == "none":
@@ -468,6 +490,40 @@ def _run_stages(item, res, path, base_env, load_config_from_file, _validate_laun
                 torch.compile(lambda x: x, **dyn.to_kwargs())
             except Exception as e:  # noqa: BLE001
                 raise Stop("compile", e)
+
+
+def _prepare_fill(plugin, gas):
+    """Accelerator._prepare_deepspeed's fill, replayed on a copy of the plugin's config with the
+    kwargs it computes when prepare() gets a dataloader (batch 4), a model whose config has
+    hidden_size 8, DummyOptim when the config has an optimizer block (a torch optimizer otherwise)
+    and DummyScheduler (warmup 10, total 100) when it has a scheduler block:
+    deepspeed_config_process(must_match=False, ...) raises for an "auto" it has no value for."""
+    import copy
+    hf = plugin.hf_ds_config
+    old = hf.config
+    hf.config = copy.deepcopy(old)
+    plugin.deepspeed_config = hf.config
+    try:
+        plugin.fill_match("gradient_accumulation_steps", must_match=False, gradient_accumulation_steps=gas)
+        mb = 4 if plugin.is_auto("train_micro_batch_size_per_gpu") else plugin.get_value(
+            "train_micro_batch_size_per_gpu")
+        kw = {"gradient_clipping": 1.0, "zero_optimization.stage3_gather_16bit_weights_on_model_save": False,
+              "zero_optimization.reduce_bucket_size": 64, "zero_optimization.stage3_prefetch_bucket_size": 57,
+              "zero_optimization.stage3_param_persistence_threshold": 80}
+        if mb is not None:
+            kw["train_micro_batch_size_per_gpu"] = mb
+            g = plugin.get_value("gradient_accumulation_steps")
+            if isinstance(mb, int) and isinstance(g, int):
+                kw["train_batch_size"] = mb * g
+        if "optimizer" in hf.config:
+            kw.update({"optimizer.params.lr": 1e-3, "optimizer.params.weight_decay": 0.0})
+            if "scheduler" in hf.config:
+                kw.update({"scheduler.params.warmup_min_lr": 0, "scheduler.params.warmup_max_lr": 1e-3,
+                           "scheduler.params.warmup_num_steps": 10, "scheduler.params.total_num_steps": 100})
+        plugin.deepspeed_config_process(must_match=False, **kw)
+    finally:
+        hf.config = old
+        plugin.deepspeed_config = old
 
 
 def _state_distributed_type(env, DistributedType, fsdp_plugin, ds_plugin):

@@ -23,7 +23,9 @@ What runs, per consumer (deepspeed 0.19.8, accelerate 1.15.0, torch CPU build):
   ``Accelerator._prepare_deepspeed`` fill (``deepspeed_config_process(must_match=False,
   **config_kwargs)``) replayed with the kwargs it computes for a dataloader of batch 4, one
   process, a model with ``config.hidden_size`` 8, ``DummyOptim`` and ``DummyScheduler``
-  (total 100 steps) - then the filled dict goes to DeepSpeedConfig / initialize as above.
+  (total 100 steps) - then the filled dict goes to DeepSpeedConfig / initialize as above; without an
+  "optimizer" block the script's torch optimizer meets _prepare_deepspeed's DeepSpeedCPUAdam swap
+  check (replayed) and, when not swapped under optimizer offload, the real deepspeed.initialize.
 * transformers - NOT installed. Modelled from ``transformers/integrations/deepspeed.py::
   HfTrainerDeepSpeedConfig`` (research notes section 4.3): strict ``json.loads``; the Trainer fills
   micro batch, grad acc, train batch, clipping, optimizer lr/betas/eps/weight_decay and the
@@ -307,6 +309,31 @@ def _run_job(job, torch, deepspeed):
                     zo = data.get("zero_optimization")
                     if isinstance(zo, dict) and k in zo:
                         zo[k] = 1 if k == "zero_hpz_partition_size" else -1
+            if consumer in ("accelerate", "transformers") and isinstance(data, dict) and "optimizer" not in data:
+                # Without an optimizer block the script (or the Trainer) passes a torch optimizer:
+                # Accelerator._prepare_deepspeed's check on it is replayed (it swaps the optimizer for
+                # DeepSpeedCPUAdam when offload_optimizer.device is not "none"); when it does not swap,
+                # the real deepspeed.initialize gets the torch optimizer and decides.
+                stage = "prepare_deepspeed"
+                try:
+                    swapped = data["zero_optimization"].get("offload_optimizer", {}).get(
+                        "device", "none") != "none" and data.get("zero_force_ds_cpu_optimizer", True)
+                except Exception as e:  # noqa: BLE001
+                    res.update(verdict="reject", stage=stage, message=_msg(e))
+                    return res
+                oo = cfg.zero_config.offload_optimizer
+                if not swapped and oo is not None and str(getattr(oo.device, "value", oo.device)) in ("cpu", "nvme") \
+                        and cfg.zero_force_ds_cpu_optimizer:
+                    stage = "initialize"
+                    try:
+                        model = torch.nn.Linear(4, 4)
+                        deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3),
+                                             config=_no_jit(data))
+                    except BaseException as e:  # noqa: BLE001
+                        msg = _msg(e)
+                        if not _is_env(msg):
+                            res.update(verdict="reject", stage=stage, message=msg)
+                            return res
             if _uses_offload(data) and not (cfg.zero_optimization_stage == 3):
                 res["engine"] = "skipped: offload needs a JIT-built CPU Adam"
                 return res

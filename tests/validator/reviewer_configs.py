@@ -1641,14 +1641,14 @@ deepspeed_config:
   zero_stage: 3
   offload_optimizer_device: auto
   offload_param_device: auto
-""", "warn:acc-ds-offload-auto")
+""", "err:acc-ds-offload-auto")
 add("r6-ds-offload-AUTO", """
 distributed_type: DEEPSPEED
 num_processes: 4
 deepspeed_config:
   zero_stage: 3
   offload_optimizer_device: AUTO
-""", "warn:acc-ds-offload-auto")  # the launcher lower()s the device
+""", "err:acc-ds-offload-auto")  # the launcher lower()s the device
 add("r6-machine-rank-float", """
 distributed_type: FSDP
 num_machines: 2

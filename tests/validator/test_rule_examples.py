@@ -36,7 +36,6 @@ PROBES = {
     "acc-machine-rank-out-of-range": lambda r: int(r["args"]["node_rank"]) >= int(r["args"]["nnodes"]),
     "acc-num-processes-ignored": lambda r: r.get("launcher") == "simple" and "torchrun" not in str(r.get("cmd"))
     and len(r.get("cmd") or []) == 2,
-    "acc-ds-offload-auto": lambda r: _pl(r, "deepspeed")["zero_model"]["offload_optimizer"] == "none",
     "acc-fp8-key-other-backend": lambda r: _pl(r, "fp8")["backend"] == "AO" and "fp8_format" not in _pl(r, "fp8")
     and _env(r).get("ACCELERATE_FP8_FORMAT") == "E4M3",
     "acc-fsdp-wrap-key-ignored": lambda r: _pl(r, "fsdp")["auto_wrap_policy"] is None
@@ -56,6 +55,8 @@ PROBES = {
     "acc-ds-zero3-save-not-true": lambda r: _pl(r, "deepspeed")["zero3_save_16bit_model"] is False,
     "acc-ds-zero3-init-not-stage3": lambda r: _pl(r, "deepspeed")["zero3_init_flag"] is False,
     "acc-ds-nvme-path-dropped": lambda r: _pl(r, "deepspeed")["offload_param_nvme_path"] == "none",
+    "acc-ds-offload-ignored-by-stage": lambda r: _pl(r, "deepspeed")["zero_model"]["offload_param"] == "cpu"
+    and _pl(r, "deepspeed")["zero_model"]["stage"] == 2,
     "acc-ds-hostfile-missing": lambda r: "None" in (r.get("cmd") or [])[
         (r.get("cmd") or []).index("--hostfile") + 1:][:1],
     "acc-parallelism-unknown-key": lambda r: _pl(r, "parallelism")["dp_shard_size"] == 1,

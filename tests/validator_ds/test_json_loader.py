@@ -10,7 +10,7 @@ import math
 
 import hjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import SCRIPTS  # noqa: F401 - puts the validator on sys.path
@@ -138,6 +138,8 @@ _alphabet = st.sampled_from(list('{}[],:"\'/#*\n \t\\aeu0123456789.-+eEtrufalsnN
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(_alphabet, max_size=60), st.text(max_size=40)))
+@example("'\\\n")  # an escape backslash followed by a newline was quoted raw: a two-line error
+@example('{"a": "\\\x00"}')
 def test_property_any_text_is_a_doc_or_an_input_error(text):
     try:
         d = L.load_text(text, "f.json")

@@ -6,5 +6,7 @@ facts from plain files read as text.  Imports happen only in child processes
 started by :mod:`availability.children` (``--probe``, ``--include-cuda``).
 """
 
-CHECKER_VERSION = "1.0.0"
+from .version import bundle_version as _bundle_version
+
+CHECKER_VERSION = _bundle_version()  # the bundle version (VERSION file at the bundle root)
 SCHEMA_VERSION = 1

@@ -7,6 +7,7 @@ import sys
 import time
 
 from . import CHECKER_VERSION, SCHEMA_VERSION
+from .version import version_line
 from .targets import BF16_MIN_CC, CAPABILITIES, FP8_MIN_CC, TARGETS, WORKFLOWS
 
 EXIT_OK, EXIT_REQUIRED, EXIT_USAGE, EXIT_PROBE, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -177,7 +178,7 @@ def build_parser():
                    help="per child process (default 30); the child's whole process group is killed after it")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="children run at once with --probe (default: CPU count, at most 4)")
-    p.add_argument("--version", action="version", version="%(prog)s " + CHECKER_VERSION)
+    p.add_argument("--version", action="version", version=version_line("check_backend_availability.py"))
     return p
 
 

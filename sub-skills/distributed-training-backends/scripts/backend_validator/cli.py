@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from . import core
 from .core import Context, Doc, Finding, InputError, Options, run_rules
-from . import loader_yaml
+from . import formats, loader_yaml
 
-VERIFIED_AGAINST = "accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, PyYAML 6.0"
+from .version import VERIFIED_AGAINST, version_line  # versions live in version.py / VERSION
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -140,6 +140,7 @@ class FileResult:
         self.related: List[Dict[str, Any]] = []
         self.findings: List[Finding] = []
         self.input_error: Optional[str] = None
+        self.skipped: List[Dict[str, str]] = []  # checks skipped for lack of information
 
     def as_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"file": self.name, "format": self.format}
@@ -194,6 +195,7 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
             _run_family(ctx, "input")
         _run_family(ctx, "deepspeed")
         res.findings.extend(ctx.findings)
+        res.skipped.extend(ctx.skipped)
         return res
 
     ctx = Context(doc=doc, options=options)
@@ -221,7 +223,32 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
             xctx.consumer, xctx.consumer_reason = dctx.consumer, dctx.consumer_reason
         _run_family(xctx, "cross")
         res.findings.extend(xctx.findings)
+        if related is not None:
+            res.skipped.extend(_uncovered_skips(dctx.skipped, xctx))
+        res.skipped.extend(xctx.skipped)
+    res.skipped.extend(ctx.skipped)
     return res
+
+
+def _uncovered_skips(skipped: List[Dict[str, str]], xctx: Context) -> List[Dict[str, str]]:
+    """Skips of the named JSON that the cross rules made up for: the batch equation is checked
+    with the Accelerate config's num_processes x num_machines (xf-batch-size-world)."""
+    from .rules.cross_file_rules import _world_from_yaml
+    if _world_from_yaml(xctx) is None:
+        return list(skipped)
+    return [s for s in skipped if s["check"] != "ds-batch-size-invalid"]
+
+
+def _dedupe(items: List[Any], key) -> List[Any]:
+    """Keep the first of items with the same key: a DeepSpeed JSON reached through several
+    Accelerate configs (or also given itself) yields the same note once per path."""
+    seen, out = set(), []
+    for it in items:
+        k = key(it)
+        if k not in seen:
+            seen.add(k)
+            out.append(it)
+    return out
 
 
 def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> Optional[Doc]:
@@ -326,7 +353,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="config file(s); '-' reads standard input")
     p.add_argument("--format", choices=("auto", "accelerate", "deepspeed"), default="auto",
                    help="kind of config (default: auto-detect by content)")
-    p.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
+    p.add_argument("--output", choices=("text", "json") + formats.CHOICES, default="text",
+                   help="output format (default text); sarif: SARIF 2.1.0 for code scanning; "
+                        "github: GitHub Actions ::error/::warning annotations")
+    p.add_argument("--version", action="version", version=version_line("validate_backend_config.py"))
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
     p.add_argument("--check-imports", action="store_true",
@@ -338,6 +368,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of processes the DeepSpeed JSON will run with (batch-size arithmetic)")
     p.add_argument("--cwd", default=None, metavar="DIR",
                    help="launch directory for resolving relative deepspeed_config_file (default: current)")
+    # launch commands and node sets (backend_validator/launch/)
+    p.add_argument("--launch-command", action="append", default=None, metavar="CMD",
+                   help="a whole `accelerate launch` / `deepspeed` / `torchrun` command (one shell-quoted string): "
+                        "check the configuration that command would run with (repeatable)")
+    p.add_argument("--env", action="append", default=None, metavar="KEY=VALUE",
+                   help="environment for --launch-command (HF_HOME, XDG_CACHE_HOME, PET_*); default: this environment")
+    p.add_argument("--node-set", nargs="*", default=None, metavar="FILE",
+                   help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
+    p.add_argument("--explain", action="store_true",
+                   help="with --launch-command: print each effective value and where it came from")
+    from .launch.cli_launch import EPILOG as _LAUNCH_EPILOG
+    p.epilog = (p.epilog or "") + "\n" + _LAUNCH_EPILOG
     return p
 
 
@@ -364,6 +406,9 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     if args.list_rules:
         list_rules(args.output, out)
         return EXIT_OK
+    if args.launch_command or args.node_set is not None:  # launch commands and node sets
+        from .launch.cli_launch import run as run_launch
+        return run_launch(args, out, err)
     if not args.configs:
         err.write("validate_backend_config.py: error: no CONFIG given (use '-' for standard input)\n")
         return EXIT_INPUT
@@ -397,20 +442,25 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
             res.input_error = f"internal error while checking ({type(e).__name__}: {str(e)[:200]}); please report"
         results.append(res)
 
-    findings = [f for r in results for f in r.findings]
+    findings = _dedupe([f for r in results for f in r.findings],
+                       lambda f: (f.file, f.line, f.col, f.rule, f.severity, f.message, f.hint, f.path))
+    skipped = _dedupe([s for r in results for s in r.skipped], lambda s: (s["file"], s["check"]))
     findings.sort(key=lambda f: (f.file, f.line or 0, f.col or 0, f.rule))
     n_err = sum(f.severity == "error" for f in findings)
     n_warn = sum(f.severity == "warning" for f in findings)
     n_info = sum(f.severity == "info" for f in findings)
     input_errors = [{"file": r.name, "message": r.input_error} for r in results if r.input_error]
 
-    if args.output == "json":
+    if args.output in formats.CHOICES:
+        formats.write(args.output, out, findings, input_errors)
+    elif args.output == "json":
         doc = {
             "tool": "validate_backend_config.py",
             "verified_against": VERIFIED_AGAINST,
             "files": [r.as_dict() for r in results],
             "findings": [f.as_dict() for f in findings],
             "input_errors": input_errors,
+            "skipped_checks": skipped,
             "summary": {"errors": n_err, "warnings": n_warn, "info": n_info,
                         "input_errors": len(input_errors), "files": len(results)},
         }
@@ -422,14 +472,21 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     for ie in input_errors:
         err.write(f"{ie['file']}: error: {ie['message']}\n")
     if args.output == "text":
+        notes = []
         for r in results:
             if r.format == "deepspeed" and r.consumer:
-                err.write(f"{r.name}: DeepSpeed config, consumer {r.consumer} ({r.consumer_reason})\n")
+                notes.append(f"{r.name}: DeepSpeed config, consumer {r.consumer} ({r.consumer_reason})")
             for rel in r.related:
                 if rel.get("consumer"):
-                    err.write(f"{rel['file']}: DeepSpeed config, consumer {rel['consumer']} "
-                              f"({rel.get('consumer_reason', '')})\n")
-        err.write(f"{n_err} error(s), {n_warn} warning(s), {n_info} info in {len(results)} file(s)\n")
+                    notes.append(f"{rel['file']}: DeepSpeed config, consumer {rel['consumer']} "
+                                 f"({rel.get('consumer_reason', '')})")
+        for s in skipped:
+            opt = f"; pass {s['option']} to check it" if s["option"] else ""
+            notes.append(f"{s['file']}: info: {s['check']} skipped: {s['reason']}{opt}")
+        for line in _dedupe(notes, lambda x: x):
+            err.write(_one_line(line) + "\n")
+        ie = f", {len(input_errors)} input error(s)" if input_errors else ""
+        err.write(f"{n_err} error(s), {n_warn} warning(s), {n_info} info{ie} in {len(results)} file(s)\n")
 
     if input_errors:
         return EXIT_INPUT

@@ -22,7 +22,8 @@ SEVERITIES = ("error", "warning", "info")
 #   cross      : an Accelerate config (ctx.doc) plus the DeepSpeed JSON its
 #                deepspeed_config_file names (ctx.related["deepspeed"]), when readable
 #   input      : parse-level problems (duplicate keys, YAML 1.1 traps, tags)
-FAMILIES = ("accelerate", "deepspeed", "cross", "input")
+#   launch     : a whole launch command or a node set (ctx.launch, see launch/check.py)
+FAMILIES = ("accelerate", "deepspeed", "cross", "input", "launch")
 CONSUMERS = ("deepspeed", "accelerate", "transformers")
 
 KeyPath = Tuple[Any, ...]
@@ -225,7 +226,16 @@ class Context:
     consumer_reason: str = ""  # why that consumer was assumed (shown in output)
     related: Dict[str, Doc] = field(default_factory=dict)  # e.g. {"deepspeed": Doc}
     findings: List[Finding] = field(default_factory=list)
+    # checks a rule could not run for lack of information: {"file", "check", "reason", "option"}
+    skipped: List[Dict[str, str]] = field(default_factory=list)
     _rule: Optional[Rule] = None
+
+    def skip(self, reason: str, option: str = "", *, doc: Optional[Doc] = None) -> None:
+        """Record that the running rule skipped its check for lack of information
+        (``reason``), and the command-line ``option`` that would supply it."""
+        r = self._rule
+        self.skipped.append({"file": (doc or self.doc).name, "check": r.id if r else "?",
+                             "reason": reason, "option": option})
 
     def report(self, path: KeyPath, message: str, hint: str = "", *,
                severity: Optional[str] = None, doc: Optional[Doc] = None,

@@ -547,7 +547,11 @@ def zero_stage(doc: Doc, consumer: Optional[str]) -> Optional[int]:
 def enabled(doc: Doc, block: str, consumer: Optional[str]) -> Optional[bool]:
     """Whether fp16/bf16 (or another block) is enabled; None when "auto"/unknown."""
     b = doc.get((block,))
-    if block == "bf16" and b is None:
+    if block == "bf16" and b is None and doc.get(("bfloat16",)) is not None:
+        if consumer in ("accelerate", "transformers"):
+            # set_mixed_precision adds a "bf16" block (enabled only under mixed precision bf16/fp8),
+            # which DeepSpeed reads before the legacy "bfloat16" (precision_config.get_bfloat16_config)
+            return None
         b = doc.get(("bfloat16",))
     if not isinstance(b, dict):
         return False if b is None else None

@@ -71,6 +71,8 @@ class _Parser:
 
     def fail(self, msg: str, i: Optional[int] = None) -> "InputError":
         line, col = self.lc(self.i if i is None else i)
+        # the message can quote input characters (an escape followed by a newline): keep it one line
+        msg = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in msg)
         return InputError(f"malformed JSON at line {line}, column {col}: {msg}")
 
     def feature(self, kind: str, i: int) -> None:

@@ -82,7 +82,8 @@ def ds_file_conflict(ctx):
     if not e or not _has_file(e):
         return ()
     b = ctx.doc.data.get("deepspeed_config")
-    for k in b:
+    # the file path may come from another block (accelerate copies every nested key onto the launch args)
+    for k in (b if isinstance(b, dict) else {}):
         if str(k).lower() in S.DS_FILE_EXCLUSIVE:
             ctx.report(("deepspeed_config", k), f"{k} is set next to deepspeed_config_file; DeepSpeedPlugin refuses "
                        "the combination", f"move {k} into the DeepSpeed JSON and delete it here")
@@ -155,20 +156,21 @@ def offload_device(ctx):
         return ()
     for k in ("offload_optimizer_device", "offload_param_device"):
         if isinstance(e.get(k), str) and e.get(k).lower() == "auto":
-            continue  # the launcher lower()s it; DeepSpeed's model drops it, not refuses (acc-ds-offload-auto)
+            continue  # the launcher lower()s it; prepare() cannot fill it (acc-ds-offload-auto)
         if e.has(k) and e.get(k) is not None and str(e.get(k)).lower() not in S.DS_OFFLOAD_DEVICES:
             ctx.report(e.path(k), f"{k} {fmt(e.get(k))} is not none, cpu or nvme; DeepSpeed refuses the ZeRO config",
                        "use cpu (or nvme with an NVMe path in a DeepSpeed JSON)")
     return ()
 
 
-@rule(id="acc-ds-offload-auto", severity="warning", family="accelerate",
-      summary="offload_optimizer_device / offload_param_device 'auto': DeepSpeed drops it and offloads nothing",
-      source="deepspeed/runtime/config_utils.py::DeepSpeedConfigModel.__init__")
+@rule(id="acc-ds-offload-auto", severity="error", family="accelerate",
+      summary="offload_optimizer_device / offload_param_device 'auto': nothing fills it, prepare() raises",
+      source="accelerate/accelerator.py::Accelerator._prepare_deepspeed")
 def offload_auto(ctx):
-    """The plugin copies the device into ``zero_optimization.offload_*.device``; nothing fills an
-    ``auto`` there, and DeepSpeed's non-strict config models delete ``"auto"`` values before
-    validation, so the device falls back to ``none``: no offload, no message.
+    """The plugin copies the device into ``zero_optimization.offload_*.device``. ``accelerator.prepare``
+    then fills every ``"auto"`` leaf of the DeepSpeed config from the objects it was given, and it
+    has no value for an offload device: ``deepspeed_config_process`` raises ValueError
+    (``... not found in kwargs``) before DeepSpeed sees the config.
 
     Fails:
     ```yaml
@@ -192,8 +194,9 @@ def offload_auto(ctx):
         return ()
     for k in ("offload_optimizer_device", "offload_param_device"):
         if isinstance(e.get(k), str) and e.get(k).lower() == "auto":
-            ctx.report(e.path(k), f"{k} {fmt(e.get(k))} is never resolved: DeepSpeed's config model drops 'auto' values, "
-                       "so nothing is offloaded", "write cpu (or none) explicitly")
+            ctx.report(e.path(k), f"{k} {fmt(e.get(k))} is never resolved: accelerator.prepare() fills \"auto\" values "
+                       "of the DeepSpeed config and has none for an offload device, so it raises ValueError",
+                       "write cpu, nvme or none explicitly")
     return ()
 
 

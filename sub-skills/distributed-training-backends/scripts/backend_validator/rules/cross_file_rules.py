@@ -94,7 +94,8 @@ def config_file_missing(ctx: Context):
         yield ctx.report(FILE_KEY, f"deepspeed_config_file {f!r} is not found from the launch directory "
                          f"{os.path.abspath(cwd)!r}; it exists only relative to the config file, and accelerate "
                          "resolves it against the working directory", "launch from the config's directory or use "
-                         f"an absolute path ({beside})", severity="warning")
+                         f"an absolute path ({beside}); to check as if launched elsewhere, pass --cwd DIR",
+                         severity="warning")
     else:
         import base64
         import binascii
@@ -106,7 +107,9 @@ def config_file_missing(ctx: Context):
             pass
         yield ctx.report(FILE_KEY, f"deepspeed_config_file {f!r} does not exist (resolved against the launch "
                          f"directory {os.path.abspath(cwd)!r}); accelerate raises ValueError",
-                         "fix the path, or use an absolute path")
+                         "fix the path, or use an absolute path" + (
+                             "; if you will launch from another directory, pass --cwd DIR (the launch directory) "
+                             "to resolve it from there" if not os.path.isabs(f) else ""))
 
 
 @rule(id="xf-mixed-precision-conflict", severity="error", family="cross",

@@ -802,13 +802,20 @@ def transformers_string_number(ctx: Context):
 _BATCH = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
+_BATCH_SKIP = ("DeepSpeed batch arithmetic (train_batch_size = micro x grad_acc x world) not checked: the world "
+               "size is unknown")
+
+
 def _batch_auto_world(ctx: Context, d, vals):
     """An explicit train_batch_size next to "auto" micro / grad-acc, with a known world size
     (Accelerate / Trainer fill the "auto" keys; the explicit total is checked by deepspeed)."""
     W = ctx.options.world_size
     tbs = vals.get("train_batch_size")
     autos = [k for k in _BATCH[1:] if d.get(k) == "auto"]
-    if not W or tbs is None or not autos or ctx.consumer not in ("accelerate", "transformers"):
+    if tbs is None or not autos or ctx.consumer not in ("accelerate", "transformers"):
+        return
+    if not W:
+        ctx.skip(_BATCH_SKIP, "--world-size N")
         return
     fixed = W
     for k in _BATCH[1:]:
@@ -925,13 +932,19 @@ def batch_equation(ctx: Context):
                 yield ctx.report(where, f"train_batch_size {tbs} is not a multiple of micro {mb} x grad_acc {gas}; "
                                  "no world size satisfies train_batch_size = micro x grad_acc x world",
                                  "fix one value, or give only two of the three")
+                return
         elif tbs is not None and mb is not None and tbs % mb != 0:
             yield ctx.report(where, f"train_batch_size {tbs} is not a multiple of micro {mb}; deepspeed derives "
                              "gradient_accumulation_steps by floor division and the check then fails",
                              "make train_batch_size a multiple of the micro batch size")
+            return
         elif tbs is not None and gas is not None and mb is None and tbs % gas != 0:
             yield ctx.report(where, f"train_batch_size {tbs} is not a multiple of grad_acc {gas}",
                              "make train_batch_size a multiple of gradient_accumulation_steps")
+            return
+        if tbs is not None:
+            # the total depends on the world size: the equation itself cannot be checked
+            ctx.skip(_BATCH_SKIP, "--world-size N")
         return
     # with a world size: replay deepspeed's derivation (floor division) and its assertion
     if tbs is not None and mb is not None and gas is not None:
@@ -1596,6 +1609,10 @@ def parallel_size_world(ctx: Context):
     """
     W = ctx.options.world_size
     if not W:
+        v = ctx.doc.get(("tensor_parallel", "autotp_size"))
+        if v not in (None, "auto") and (D.as_int(v) or 0) > 1:
+            ctx.skip("tensor_parallel.autotp_size not checked against the world size: the world size is unknown",
+                     "--world-size N")
         return
     for path in (("tensor_parallel", "autotp_size"),):
         v = D.as_int(ctx.doc.get(path)) if ctx.doc.get(path) not in (None, "auto") else None

@@ -1,0 +1,179 @@
+"""What Accelerate (and the Trainer, which uses Accelerate's plugin) does with the script's own
+optimizer when the DeepSpeed JSON has no ``optimizer`` block (family ``deepspeed``).
+
+``Accelerator._prepare_deepspeed`` looks only at the new-style key
+``zero_optimization.offload_optimizer.device``: when it is not "none" (and
+``zero_force_ds_cpu_optimizer`` is not false) it swaps the torch optimizer for
+DeepSpeedCPUAdam. DeepSpeed itself also reads the legacy ``cpu_offload`` flag. The model
+of both is backend_validator/consumer_model.py::client_optimizer_refused, checked against the
+real objects in tests/validator_ds/test_consumer_model.py.
+"""
+from __future__ import annotations
+
+from .. import consumer_model as M
+from ..core import Context, rule
+
+SRC_PREPARE = "accelerate/accelerator.py::Accelerator._prepare_deepspeed"
+
+
+def _client_optimizer(ctx: Context) -> bool:
+    """The script hands over its own optimizer: the JSON has no optimizer block."""
+    return isinstance(ctx.doc.data, dict) and "optimizer" not in ctx.doc.data
+
+
+@rule(id="ds-legacy-offload-client-optimizer", severity="error", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="legacy cpu_offload with the script's optimizer: Accelerate does not swap it, DeepSpeed refuses it",
+      source="deepspeed/runtime/engine.py::DeepSpeedEngine._configure_optimizer")
+def legacy_offload_client_optimizer(ctx: Context):
+    """Accelerate swaps a torch optimizer for DeepSpeedCPUAdam only when
+    ``offload_optimizer.device`` asks for offload; the legacy ``cpu_offload: true`` turns the same
+    offload on inside DeepSpeed without that swap, and DeepSpeed raises ZeRORuntimeException
+    ("ZeRO-Offload with a client provided optimizer"). The Trainer, without an optimizer block,
+    passes its own AdamW the same way.
+
+    Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "cpu_offload": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+    """
+    if not _client_optimizer(ctx):
+        return
+    z = ctx.doc.get(("zero_optimization",))
+    if not isinstance(z, dict) or not z.get("cpu_offload") or z.get("cpu_offload") == "auto":
+        return
+    if M.client_optimizer_refused(ctx.doc.data):
+        yield ctx.report(("zero_optimization", "cpu_offload"), "legacy 'cpu_offload' turns on optimizer offload, but "
+                         f"{ctx.consumer} swaps the script's torch optimizer for DeepSpeedCPUAdam only when "
+                         "offload_optimizer.device is set, so DeepSpeed refuses the client optimizer "
+                         "(ZeRORuntimeException)", "replace it with \"offload_optimizer\": {\"device\": \"cpu\"}")
+
+
+@rule(id="ds-offload-optimizer-null", severity="error", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="offload_optimizer: null with the script's optimizer crashes Accelerate's prepare()",
+      source=SRC_PREPARE)
+def offload_optimizer_null(ctx: Context):
+    """DeepSpeed treats ``"offload_optimizer": null`` as absent, but ``Accelerator._prepare_deepspeed``
+    reads ``zero_optimization.get("offload_optimizer", {}).get("device", ...)`` when the script passes
+    its own optimizer, and ``None.get`` raises AttributeError.
+
+    Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": null}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}
+    ```
+    """
+    if not _client_optimizer(ctx):
+        return
+    z = ctx.doc.get(("zero_optimization",))
+    if isinstance(z, dict) and "offload_optimizer" in z and z["offload_optimizer"] is None:
+        yield ctx.report(("zero_optimization", "offload_optimizer"), "'offload_optimizer' is null: with the script's "
+                         "own optimizer, accelerator.prepare() calls .get on it and raises AttributeError",
+                         "remove the key or write {\"device\": \"none\"}")
+
+
+@rule(id="ds-bfloat16-block-ignored", severity="warning", family="deepspeed",
+      consumers=("accelerate", "transformers"),
+      summary="legacy 'bfloat16' block: Accelerate adds a 'bf16' block, which DeepSpeed reads instead",
+      source="accelerate/utils/dataclasses.py::DeepSpeedPlugin.set_mixed_precision")
+def bfloat16_block_ignored(ctx: Context):
+    """DeepSpeed still reads the old block name ``bfloat16`` when there is no ``bf16`` block
+    (deepspeed/runtime/precision_config.py::get_bfloat16_config). Accelerate's
+    ``set_mixed_precision`` always adds ``"bf16": {"enabled": ...}`` when ``bf16`` is absent -
+    enabled only when the launch (or the Trainer's ``--bf16``) asks for bf16 - so the
+    ``bfloat16`` block, and its ``enabled: true``, are ignored.
+
+    Oracle: consumer=accelerate
+
+    Fails:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}, "bfloat16": {"enabled": true}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}, "bf16": {"enabled": true}}
+    ```
+
+    Effect: cfg.bfloat16_config.enabled is False
+    """
+    d = ctx.doc.data
+    if isinstance(d, dict) and "bf16" not in d and isinstance(d.get("bfloat16"), dict):
+        yield ctx.report(("bfloat16",), f"the legacy 'bfloat16' block is ignored under {ctx.consumer}: it adds "
+                         "a 'bf16' block (enabled only when launched with mixed precision bf16), which DeepSpeed "
+                         "reads first", "rename the block to \"bf16\"")
+
+
+# config key the plugin writes -> the deepspeed_config key of the Accelerate YAML it comes from
+# (only the two cases whose effect the tests observe: offload_param below stage 3, NVMe optimizer
+# offload at stage 1-2)
+_YAML_KEY = {("zero_optimization", "offload_param"): "offload_param_device",
+             ("zero_optimization", "offload_optimizer", "device"): "offload_optimizer_device"}
+
+
+@rule(id="acc-ds-offload-ignored-by-stage", severity="warning", family="accelerate",
+      summary="inline offload device the chosen zero_stage does not use as written (offload_param below stage 3)",
+      source="deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig")
+def inline_offload_ignored(ctx: Context):
+    """Without ``deepspeed_config_file`` the plugin writes ``offload_param_device`` and
+    ``offload_optimizer_device`` into the ZeRO block it builds, whatever ``zero_stage`` is; DeepSpeed
+    reads offload_param only at stage 3, and runs NVMe optimizer offload as CPU offload at stages 1-2
+    (the check of ds-offload-ignored, run on the config the plugin builds:
+    consumer_model.accelerate_config).
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      offload_param_device: cpu
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_param_device: cpu
+    ```
+    """
+    from ..core import REGISTRY, Doc
+    from .accelerate_schema import Effective
+    e = Effective(ctx.doc)
+    block = ctx.doc.get(("deepspeed_config",))
+    if e.launcher != "deepspeed" or not isinstance(block, dict) or block.get("deepspeed_config_file") not in (None, "none"):
+        return
+    try:
+        cfg, _mp = M.accelerate_config({"deepspeed_config": block}, None)
+    except M.Refused:
+        return  # the plugin refuses: other acc-ds-* rules say why
+    sub = Context(doc=Doc(cfg, kind="json", name=ctx.doc.name), options=ctx.options, consumer="accelerate")
+    sub._rule = REGISTRY["ds-offload-ignored"]
+    for _ in sub._rule.func(sub) or ():
+        pass
+    for f in sub.findings:
+        key = _YAML_KEY.get(tuple(f.path))
+        if key and key in block:
+            yield ctx.report(("deepspeed_config", key), f"{key} {block[key]!r} goes into the ZeRO block the plugin "
+                             f"builds, and {f.message}", f.hint.replace("remove offload_param", f"remove {key}"))

@@ -1,0 +1,51 @@
+"""Helpers shared by the plan_backend.py tests (a uniquely named module: pytest runs with
+--import-mode=importlib, and conftest.py puts this folder on sys.path)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "sub-skills" / "distributed-training-backends" / "scripts"
+PLANNER = SCRIPTS / "plan_backend.py"
+VALIDATOR = SCRIPTS / "validate_backend_config.py"
+
+
+def run_planner(*args, cwd=None):
+    return subprocess.run([sys.executable, str(PLANNER), *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=cwd or REPO, stdin=subprocess.DEVNULL)
+
+
+def plan_json(*args):
+    r = run_planner(*args, "--output", "json")
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def candidate(result, strategy, offload="none", device=None):
+    found = [c for c in result["candidates"] if c["strategy"] == strategy and c["offload"] == offload
+             and (device is None or c["offload_device"] == device)]
+    assert found, (strategy, offload)
+    return found[0]
+
+
+def write_config(tmp_path: Path, cfg: dict, name="config.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def run_inproc(module, *args):
+    """(exit code, stdout, stderr) of the planner's main() in this process: the same code path as
+    the CLI minus interpreter start; argparse usage errors arrive as SystemExit."""
+    import contextlib
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = module.main([str(a) for a in args])
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
