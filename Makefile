@@ -38,6 +38,7 @@ bench: venv ## print the benchmark figures (never part of the tests)
 	$(VPY) benchmarks/bench_availability.py
 	@if [ -f benchmarks/bench_validator.py ]; then $(VPY) benchmarks/bench_validator.py; fi
 	@if [ -f benchmarks/bench_planner.py ]; then $(VPY) benchmarks/bench_planner.py; fi
+	@if [ -f benchmarks/bench_triage.py ]; then $(VPY) benchmarks/bench_triage.py; fi
 
 clean: ## remove .venv and test caches
 	rm -rf $(VENV) .pytest_cache .hypothesis

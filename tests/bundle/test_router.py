@@ -22,6 +22,11 @@ TRIGGERS = ["Accelerate", "DeepSpeed", "FSDP", "Megatron", "FP8", "TPU", "DALLE-
             "multi-GPU", "multi-node", "which backend"]
 
 
+# Each row names the stack it is for; several rows may lead to one sub-skill.
+ROW_PREFIXES = ("Accelerate: ", "DALLE-pytorch: ", "PyTorch: ", "Any stack: ", "DeepSpeed without Accelerate: ",
+                "Transformers Trainer: ")
+
+
 def section(title: str) -> str:
     return BODY.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
@@ -56,13 +61,16 @@ def test_routing_table_has_one_row_per_existing_sub_skill():
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert len(cells) == 3, row
-        m = re.fullmatch(r"\[([a-z0-9-]+)\]\(sub-skills/([a-z0-9-]+)/SKILL\.md\)", cells[1])
-        assert m and m.group(1) == m.group(2), row
-        assert cells[2] == f"`sub-skills/{m.group(1)}/SKILL.md`", row
-        assert cells[0].startswith(("Accelerate: ", "DALLE-pytorch: ")), row
-        routed.append(m.group(1))
-    assert len(routed) == len(set(routed))
-    assert sorted(routed) == sub_skills(), "every sub-skill with a SKILL.md needs exactly one router row"
+        m = re.fullmatch(r"\[(?:(Accelerate|DALLE-pytorch)'s )?([a-z0-9-]+)\]\(sub-skills/([a-z0-9-]+)/SKILL\.md\)", cells[1])
+        assert m and m.group(2) == m.group(3), row
+        # the two near-identical names always carry their stack
+        stack = {"distributed-training-backends": "Accelerate", "distributed-and-backends": "DALLE-pytorch"}
+        assert m.group(1) == stack.get(m.group(2)), row
+        assert cells[2] == f"`sub-skills/{m.group(2)}/SKILL.md`", row
+        assert cells[0].startswith(ROW_PREFIXES), row
+        routed.append(m.group(2))
+    assert len(rows) == len(set(rows))
+    assert sorted(set(routed)) == sub_skills(), "every sub-skill with a SKILL.md needs a router row"
 
 
 def test_every_helper_script_is_named_with_a_usage_line():
@@ -132,11 +140,15 @@ def _dalle_facts():
 
 FACTS = {
     "accelerate": lambda: "accelerate" in _console_scripts("accelerate"),
+    "torch.distributed": lambda: __import__("importlib").import_module("torch.distributed").is_available(),
+    "fully_shard": lambda: hasattr(__import__("importlib").import_module("torch.distributed.fsdp"), "fully_shard"),
     "accelerate launch": lambda: _subcommand("launch", "commands/launch.py"),
     "accelerate config": lambda: _subcommand("config", "commands/config/config.py"),
     "deepspeed": lambda: any(f.name == "deepspeed" and f.parent.name == "bin"
                              for f in map(Path, map(str, md.distribution("deepspeed").files))),
     "torchrun": lambda: "torchrun" in _console_scripts("torch"),
+    "deepspeed.initialize": lambda: re.search(r"^def initialize\(", Path(
+        md.distribution("deepspeed").locate_file("deepspeed/__init__.py")).read_text(), re.M) is not None,
     "Accelerator": lambda: bool(ACCELERATOR_METHODS),
     # the key `accelerate config` writes into the YAML's deepspeed_config block
     "deepspeed_config_file": lambda: 'deepspeed_config["deepspeed_config_file"]' in (

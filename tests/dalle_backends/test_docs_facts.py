@@ -444,12 +444,17 @@ def test_what_breaks_entries_complete(docs):
     doc = docs["references/distributed-backends.md"]
     section = doc.split("## What breaks with today's packages", 1)[1].split("\n## ", 1)[0]
     entries = re.split(r"\n### \d+\. ", section)[1:]
-    assert len(entries) == 7
-    assert "seven known failures" in docs["SKILL.md"]
+    assert len(entries) == 8
+    assert "eight known failures" in docs["SKILL.md"]
     for e in entries:
-        for part in ("**Symptom**", "**Cause**", "**Fix**", "**Evidence**"):
+        for part in ("**Symptom**", "**Cause**", "**Fix**"):
             assert part in e, (e.splitlines()[0], part)
+        assert "**Evidence**" not in e  # the evidence trail lives in the Provenance section
+    # each entry's evidence: one Provenance row per entry
+    provenance = doc.split("\n## Provenance", 1)[1]
+    for n in range(1, 9):
+        assert f"| What breaks, {n}: " in provenance, n
     titles = " ".join(e.splitlines()[0] for e in entries)
     for topic in ("`amp` key", "Sparse attention", "Assertions", "`pkg_resources`", "`pip install apex`",
-                  "`make_grid(range=...)`", "`--lr_decay`"):
+                  "`make_grid(range=...)`", "`--lr_decay`", "No CPU mode"):
         assert topic in titles, topic

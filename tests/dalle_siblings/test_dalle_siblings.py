@@ -370,7 +370,9 @@ def test_train_vae_facts_used_by_the_docs():
     doc = (REPO / "sub-skills/vae-training/references/train-vae-script.md").read_text()
     for key in f["vae_params_keys"]:
         assert f"`{key}`" in doc, key
-    assert "value_range=(-1, 1)" in doc and "#459" in doc
+    assert "distributed-backends.md#break-make-grid" in doc  # the fix is stated once, in the owner
+    owner = (REPO / "sub-skills/distributed-and-backends/references/distributed-backends.md").read_text()
+    assert "change `range` to `value_range` (PR #459, open)" in owner
 
 
 def test_train_dalle_checkpoint_keys_are_documented():
@@ -562,12 +564,13 @@ def test_references_state_versions_have_tocs_and_valid_anchors():
             assert "Verified against" in text and "58c1e1a" in text, path.name
             if len(text.splitlines()) > 100:
                 assert "## Contents" in "\n".join(text.splitlines()[:30]), f"{path.name}: no TOC"
-        headings = {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+        headings = {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.M)} | set(re.findall(r'<a id="([^"]+)"', text))
         for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)]+)\)", text):
             dest = (path.parent / target) if target else path
             assert dest.exists(), f"{path.name}: link target {target} missing"
             dest_heads = headings if not target else {
-                _slug(h) for h in re.findall(r"^#{1,6} (.+)$", dest.read_text(encoding="utf-8"), re.M)}
+                _slug(h) for h in re.findall(r"^#{1,6} (.+)$", dest.read_text(encoding="utf-8"), re.M)} | set(
+                re.findall(r'<a id="([^"]+)"', dest.read_text(encoding="utf-8")))
             assert anchor in dest_heads, f"{path.name}: anchor #{anchor} not found in {dest.name}"
         for target in re.findall(r"\]\(([^)#\s]+)\)", text):
             assert (path.parent / target).exists(), f"{path.name}: {target} missing"
@@ -694,7 +697,11 @@ def test_deepspeed_config_flag_conflicts_with_the_scripts_config_dict():
     assert "assert config is None, 'Not sure how to proceed, we were given deepspeed configs" in init
     for doc in ("vae-training/references/train-vae-script.md", "dalle-training/references/train-dalle-flags.md"):
         (row,) = _table_rows((REPO / "sub-skills" / doc).read_text(), "`--deepspeed_config`")
-        assert "Do not pass it" in row[3] and "Not sure how to proceed, we were given deepspeed configs" in row[3]
+        assert "Do not pass it" in row[3] and "distributed-backends.md#break-ds-config" in row[3]
+    # the assertion message and its fix are stated once, in DALLE-pytorch's distributed-and-backends
+    owner = " ".join((REPO / "sub-skills/distributed-and-backends/references/distributed-backends.md").read_text().split())
+    assert "`AssertionError: Not sure how to proceed, we were given deepspeed configs in the deepspeed arguments and deepspeed.initialize() function call`" in owner
+    assert "never pass `--deepspeed_config`/`--deepscale_config` to these scripts; edit the dict" in owner
 
 
 def test_sparse_attention_needs_an_op_deepspeed_no_longer_ships():

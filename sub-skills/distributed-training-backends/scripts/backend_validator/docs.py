@@ -81,6 +81,11 @@ PROOF = [
     "(agent start stubbed) and deepspeed's `runner.main` (process start stubbed) on every case.",
 ]
 
+# what a clean report does not prove is for users: rendered at the top, the rest of PROOF at the end
+_nd = next(i for i, line in enumerate(PROOF) if line.startswith("Not decidable from the file"))
+NOT_DECIDABLE = PROOF[_nd]
+PROOF = PROOF[:_nd] + PROOF[_nd + 2:] if _nd + 1 < len(PROOF) and PROOF[_nd + 1] == "" else PROOF[:_nd] + PROOF[_nd + 1:]
+
 _FENCE = re.compile(r"(Fails|Passes):\s*\n\s*```(\w*)\n(.*?)\n\s*```", re.S)
 
 
@@ -115,28 +120,25 @@ def render() -> str:
       "(tests/validator/test_docs.py keeps it in sync). -->")
     w("# Validator rules (`scripts/validate_backend_config.py`)")
     w("")
-    w(f"Verified against: {VERIFIED_AGAINST}. Every error rule's failing example is rejected by the real "
-      "library and its passing example accepted; every warning rule's failing example is shown to lose or "
-      "change the value (tests/validator, oracle in tests/oracle).")
+    w(f"Verified against: {VERIFIED_AGAINST}. Look a rule id up in the [rule index](#rule-index); how each "
+      "rule was checked against the real libraries is at the end ([How the rules are proven]"
+      "(#how-the-rules-are-proven)).")
     w("")
     w(f"{len(regs)} rules: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info. "
       "Exit codes: 0 no errors, 1 errors (or warnings with `--strict`), 2 unreadable input. "
       "Run `scripts/validate_backend_config.py --help` for options and input limits.")
     w("")
+    w(NOT_DECIDABLE)  # what a clean report does not prove: users need it before the rules
+    w("")
     w("## Contents")
     w("")
-    w("- [How the rules are proven](#how-the-rules-are-proven)")
-    w("- [Summary table](#summary-table)")
+    w("- [Rule index](#rule-index)")
     for fam, title in FAMILY_TITLES:
         if fam in by_family:
             w(f"- [{title}](#{slug(title)})")
+    w("- [How the rules are proven](#how-the-rules-are-proven)")
     w("")
-    w("## How the rules are proven")
-    w("")
-    for line in PROOF:
-        w(line)
-    w("")
-    w("## Summary table")
+    w("## Rule index")
     w("")
     w("| rule | severity | family | finds |")
     w("| --- | --- | --- | --- |")
@@ -167,6 +169,17 @@ def render() -> str:
                     w(f"```{lang}")
                     w(text.rstrip("\n"))
                     w("```")
+    w("")
+    # the method (how each rule was checked) is for maintainers: last, after every rule
+    w("## How the rules are proven")
+    w("")
+    w("Every error rule's failing example is rejected by the real library and its passing example "
+      "accepted; every warning rule's failing example is shown to lose or change the value "
+      "(tests/validator, oracle in tests/oracle).")
+    w("")
+    for line in PROOF:
+        if line is not NOT_DECIDABLE:
+            w(line)
     w("")
     return "\n".join(out)
 

@@ -1,0 +1,161 @@
+"""Integrity of the real-log evaluation set (tests/failure_triage/real_logs/labels.yaml).
+
+The labels are the ground truth the triage script is scored on, so they must stay consistent:
+every labelled file exists and is used once, the labelled root line exists and is not blank,
+the expected catalog signature exists in the catalog folder and its pattern matches the
+labelled line once cleaned (ANSI codes, CR and rank/host prefixes removed). The cleaning here is
+deliberately independent of triage_log.py so the labels do not depend on the code they score.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REAL = HERE / "real_logs"
+LABELS = REAL / "labels.yaml"
+CATALOG = HERE.parents[1] / "sub-skills" / "failure-triage" / "catalog"
+KEYS = {"file", "source", "root_line", "root_rank", "resolution", "fix_keywords", "expected_signature"}
+MIN_LOGS = 45
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_PREFIXES = (
+    re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?"),      # torch: [rank3]: / [default0]:
+    re.compile(r"^rank\d+:[ \t]"),                         # rank3: text
+    re.compile(r"^\d{1,5}:[ \t]"),                         # srun -l: 3: text
+    # pdsh/deepspeed multi-node "host: " prefix; a host name has a digit, an exception name does not
+    re.compile(r"^(?:localhost|[A-Za-z0-9-]*\d[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*):[ \t]"),
+)
+
+
+def clean(line: str) -> str:
+    """The labelled line as a matcher sees it: no ANSI codes, no CR, no leading rank/host prefix."""
+    text = _ANSI.sub("", line).replace("\r", "")
+    for _ in range(3):
+        for rx in _PREFIXES:
+            m = rx.match(text)
+            if m:
+                text = text[m.end():]
+                break
+        else:
+            break
+    return text.strip()
+
+
+def _labels() -> list[dict]:
+    data = yaml.safe_load(LABELS.read_text(encoding="utf-8"))
+    assert isinstance(data, list), "labels.yaml must be a YAML list"
+    return data
+
+
+def _catalog() -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for path in sorted(CATALOG.glob("*.yaml")):
+        for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
+            if isinstance(entry, dict) and "id" in entry:
+                out[entry["id"]] = entry
+    return out
+
+
+LABELLED = _labels()
+IDS = [e.get("file", f"#{n}") for n, e in enumerate(LABELLED)]
+
+
+def _lines(entry: dict) -> list[str]:
+    return (REAL / entry["file"]).read_text(encoding="utf-8").splitlines()
+
+
+def test_clean_removes_prefixes_and_keeps_script_names():
+    assert clean("\x1b[31m[rank3]:\x1b[0m RuntimeError: boom\r") == "RuntimeError: boom"
+    assert clean("[default0]:ValueError: x") == "ValueError: x"
+    assert clean("rank1: KeyError: y") == "KeyError: y"
+    assert clean("node-12: torch.OutOfMemoryError: CUDA out of memory") == "torch.OutOfMemoryError: CUDA out of memory"
+    # a script name before "error:" is not a host prefix
+    assert clean("main.py: error: unrecognized arguments: --local-rank=0").startswith("main.py: error:")
+    assert clean("ValueError: bad") == "ValueError: bad"
+
+
+def test_enough_logs_and_every_log_is_labelled_once():
+    files = [e["file"] for e in LABELLED]
+    assert len(files) >= MIN_LOGS, f"only {len(files)} labelled logs"
+    assert len(set(files)) == len(files), "a log is labelled twice"
+    on_disk = {p.name for p in REAL.glob("*.log")}
+    assert on_disk == set(files), f"unlabelled: {on_disk - set(files)}, missing: {set(files) - on_disk}"
+
+
+def test_logs_come_from_several_trackers():
+    repos = {re.match(r"https://github\.com/([^/]+/[^/]+)/", e["source"]).group(1).lower() for e in LABELLED}
+    assert len(repos) >= 15, repos
+
+
+@pytest.mark.parametrize("entry", LABELLED, ids=IDS)
+def test_label_schema(entry):
+    assert set(entry) == KEYS, f"keys {sorted(entry)}"
+    assert re.fullmatch(r"[a-z0-9][a-z0-9.-]*-\d+\.log", entry["file"]), entry["file"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", entry["source"]), entry["source"]
+    number = re.search(r"/(\d+)$", entry["source"]).group(1)
+    assert entry["file"].endswith(f"-{number}.log"), "file name must end in the issue number"
+    assert isinstance(entry["root_line"], int) and not isinstance(entry["root_line"], bool)
+    assert entry["root_rank"] is None or (isinstance(entry["root_rank"], int) and entry["root_rank"] >= 0)
+    assert isinstance(entry["resolution"], str) and len(entry["resolution"]) >= 20
+    kws = entry["fix_keywords"]
+    assert isinstance(kws, list) and kws, "fix_keywords must be a non-empty list"
+    assert all(isinstance(k, str) and k.strip() and k == k.lower() for k in kws), kws
+    assert entry["expected_signature"] is None or isinstance(entry["expected_signature"], str)
+
+
+@pytest.mark.parametrize("entry", LABELLED, ids=IDS)
+def test_root_line_exists_and_is_not_blank(entry):
+    path = REAL / entry["file"]
+    assert path.is_file(), f"{entry['file']} missing"
+    lines = _lines(entry)
+    assert 1 <= entry["root_line"] <= len(lines), f"root_line {entry['root_line']} outside 1..{len(lines)}"
+    assert clean(lines[entry["root_line"] - 1]), "labelled root line is blank"
+
+
+@pytest.mark.parametrize("entry", LABELLED, ids=IDS)
+def test_root_line_is_not_a_traceback_frame(entry):
+    """The label points at the line stating the error, not at a frame or the Traceback header."""
+    text = clean(_lines(entry)[entry["root_line"] - 1])
+    assert not re.match(r"(?:│\s*)?File \"", text), text
+    assert not text.startswith("Traceback (most recent call last)"), text
+
+
+@pytest.mark.parametrize("entry", LABELLED, ids=IDS)
+def test_root_rank_agrees_with_a_rank_prefix(entry):
+    """When the labelled line carries a [rankN]: prefix, root_rank is that N."""
+    raw = _ANSI.sub("", _lines(entry)[entry["root_line"] - 1])
+    m = re.search(r"\[rank(\d+)\]:", raw)
+    if m:
+        assert entry["root_rank"] == int(m.group(1)), raw[:80]
+
+
+@pytest.mark.parametrize("entry", [e for e in LABELLED if e.get("expected_signature")],
+                         ids=[e["file"] for e in LABELLED if e.get("expected_signature")])
+def test_expected_signature_exists_and_matches_the_labelled_line(entry):
+    catalog = _catalog()
+    sig = entry["expected_signature"]
+    assert sig in catalog, f"{sig} is not in {CATALOG.relative_to(HERE.parents[1])}"
+    line = clean(_lines(entry)[entry["root_line"] - 1])
+    assert re.search(catalog[sig]["pattern"], line), f"{sig} pattern does not match: {line[:120]}"
+    assert catalog[sig].get("role") == "root", f"{sig} is labelled as a root cause but has role {catalog[sig].get('role')}"
+
+
+def test_most_logs_have_a_known_signature():
+    known = sum(1 for e in LABELLED if e["expected_signature"])
+    assert known >= 0.8 * len(LABELLED), f"{known}/{len(LABELLED)}"
+
+
+def test_set_covers_the_failure_families():
+    """The set spans the triage references (config, OOM, hangs, builds, checkpoints, numerics, ...)."""
+    catalog = _catalog()
+    refs = {catalog[e["expected_signature"]].get("reference", "").rsplit("/", 1)[-1]
+            for e in LABELLED if e["expected_signature"] in catalog}
+    wanted = {"startup-and-config.md", "out-of-memory.md", "hangs-and-timeouts.md", "build-failures.md",
+              "checkpoints-and-resume.md", "numerics.md", "generation-under-sharding.md", "multi-node.md",
+              "runtime-errors.md"}
+    assert wanted <= refs, f"no labelled log for {sorted(wanted - refs)}"
+    assert sum(1 for e in LABELLED if e["root_line"] > 1) >= len(LABELLED) // 3, "too few logs with noise before the root"

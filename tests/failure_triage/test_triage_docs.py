@@ -1,0 +1,238 @@
+"""The failure-triage SKILL.md and references: every name they state is checked.
+
+- every signature id they name is in the catalog;
+- every identifier-like code span (snake_case names, --flags, UPPER_CASE variables, dotted paths)
+  occurs in the installed pinned sources (accelerate, deepspeed, dalle_pytorch, parts of torch) or
+  in the DALLE-pytorch script facts recorded at 58c1e1a, or is one of the few Transformers names
+  listed below with the upstream file they were read from;
+- behaviour the references describe is checked against the code that implements it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SKILL = REPO / "sub-skills" / "failure-triage"
+DOCS = [SKILL / "SKILL.md", *sorted((SKILL / "references").glob("*.md"))]
+CATALOG_IDS = {e["id"] for p in (SKILL / "catalog").glob("*.yaml") for e in yaml.safe_load(p.read_text()) or []}
+PREFIXES = ("accelerate-", "deepspeed-", "torch-", "transformers-", "dalle-", "tokenizers-", "nccl-", "cuda-",
+            "os-", "python-")
+
+# Names of packages that are not installed, with where they were read (huggingface/transformers).
+TRANSFORMERS_NAMES = {
+    "per_device_train_batch_size": "src/transformers/training_args.py TrainingArguments",
+    "ddp_timeout": "src/transformers/training_args.py TrainingArguments",
+    "predict_with_generate": "src/transformers/training_args_seq2seq.py Seq2SeqTrainingArguments",
+    "synced_gpus": "src/transformers/generation/utils.py GenerationMixin.generate",
+    "is_deepspeed_zero3_enabled": "src/transformers/integrations/deepspeed.py",
+    "low_cpu_mem_usage": "src/transformers/modeling_utils.py PreTrainedModel.from_pretrained",
+    "gradient_checkpointing": "src/transformers/training_args.py TrainingArguments",
+    "resume_from_checkpoint": "src/transformers/trainer.py Trainer.train",
+    "global_stepN": "src/transformers/integrations/deepspeed.py deepspeed_load_checkpoint (glob global_step*)",
+    "checkpoint-N": "src/transformers/trainer.py PREFIX_CHECKPOINT_DIR",
+    "TOKENIZERS_PARALLELISM": "huggingface/tokenizers bindings/python parallelism",
+    "HF_HOME": "huggingface_hub constants (installed)",
+    "LD_LIBRARY_PATH": "the dynamic loader",
+    "CUDA_HOME": "deepspeed/ops/op_builder/builder.py reads it",
+}
+# Spans that are shell commands, file names or values rather than names to look up.
+NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss"}
+
+
+def _spans(text: str) -> list[str]:
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return re.findall(r"`([^`]+)`", text)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> set[str]:
+    return _corpus()
+
+
+def _corpus() -> set[str]:
+    words: set[str] = set()
+    roots = []
+    for top in ("accelerate", "deepspeed", "dalle_pytorch"):
+        roots.append(Path(importlib.util.find_spec(top).origin).parent)
+    torch_root = Path(importlib.util.find_spec("torch").origin).parent
+    roots += [torch_root / "distributed", torch_root / "cuda", torch_root / "optim"]
+    for root in roots:
+        for f in root.rglob("*.py"):
+            words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*|--[a-z][a-z0-9_-]*", f.read_text(errors="replace")))
+    facts = json.loads((REPO / "tests" / "dalle_siblings" / "facts_58c1e1a.json").read_text())
+    for script in facts["scripts"].values():
+        for flag in script.get("flags", []):
+            words |= set(flag["flags"])
+    return words
+
+
+def _names(span: str) -> list[str]:
+    out = []
+    for tok in re.findall(r"--[a-z][a-z0-9_-]*|[A-Za-z_][A-Za-z0-9_.\-]*", span):
+        tok = tok.rstrip(".-")
+        if tok.startswith(PREFIXES) and tok.count("-") >= 2:
+            continue  # a signature id, checked separately
+        if tok.startswith("--") or "_" in tok or (tok.isupper() and len(tok) > 3):
+            out.append(tok)
+    return out
+
+
+def test_every_signature_id_named_in_the_docs_exists():
+    missing = []
+    for doc in DOCS:
+        for span in _spans(doc.read_text()):
+            for tok in re.findall(r"\b[a-z0-9]+(?:-[a-z0-9]+){2,}\b", span):
+                if tok.startswith(PREFIXES) and tok not in CATALOG_IDS:
+                    missing.append((doc.name, tok))
+    assert not missing, missing
+
+
+def test_identifiers_in_code_spans_exist_in_the_sources(corpus):
+    unknown = _unknown_names(corpus)
+    assert not unknown, unknown
+
+
+def _own_names() -> set[str]:
+    """Names this bundle defines: the script's flags, the label keys, its files, deepspeed's scripts."""
+    from importlib import metadata
+    names = set()
+    spec = importlib.util.spec_from_file_location("tl_docs", SKILL / "scripts" / "triage_log.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    names |= {o for a in mod.build_parser()._actions for o in a.option_strings}
+    labels = yaml.safe_load((REPO / "tests" / "failure_triage" / "real_logs" / "labels.yaml").read_text())
+    names |= {k for lab in labels for k in lab}
+    facts = json.loads((REPO / "tests" / "dalle_siblings" / "facts_58c1e1a.json").read_text())
+    names |= {Path(s).stem for s in facts["scripts"]}
+    names |= {Path(str(f)).name for f in metadata.distribution("deepspeed").files if "/bin/" in f"/{f}"}
+    return names
+
+
+def _unknown_names(corpus):
+    unknown = []
+    own = _own_names()
+    for doc in DOCS:
+        for span in _spans(doc.read_text()):
+            if span.startswith(("python3 ", "python ", "sub-skills/", "../")) or span in NOT_NAMES:
+                continue
+            if "/" in span and " " not in span and not span.startswith("-"):
+                # a path of this bundle (or a package-relative path such as deepspeed/checkpoint/)
+                pkg = span.split("/")[0]
+                if (REPO / span).exists() or span.startswith("src/transformers/") \
+                        or importlib.util.find_spec(pkg) is not None:
+                    continue
+                unknown.append((doc.name, span, "path"))
+                continue
+            if span.endswith(".py") and " " not in span and Path(span).stem in own | {"triage_log"}:
+                continue
+            for name in _names(span):
+                parts = [name] if name.startswith("--") else [p for p in name.split(".") if p]
+                for part in parts:
+                    if part in corpus or part in TRANSFORMERS_NAMES or part in NOT_NAMES or part in own:
+                        continue
+                    if part.endswith((".py", ".json", ".yaml", ".md")):
+                        continue
+                    unknown.append((doc.name, span, part))
+    return unknown
+
+
+def test_signature_rows_say_the_same_as_the_catalog_role():
+    """Rows in the misleading-warnings table are warning entries; cascade lines are cascade entries."""
+    text = (SKILL / "references" / "reading-logs.md").read_text()
+    entries = {e["id"]: e for p in (SKILL / "catalog").glob("*.yaml") for e in yaml.safe_load(p.read_text())}
+    warn = text.split("## Misleading warnings", 1)[1].split("\n## ", 1)[0]
+    for sig in re.findall(r"`([a-z]+-[a-z0-9-]+)`", warn):
+        assert entries[sig]["role"] == "warning", sig
+    assert entries["accelerate-launch-child-failed"]["role"] == "cascade"
+
+
+# --------------------------------------------------------------------------- behaviour claims
+
+def test_reading_logs_states_the_script_bounds(triage):
+    text = (SKILL / "references" / "reading-logs.md").read_text()
+    assert triage.MAX_BYTES == 64 * 1024 * 1024 and "64 MiB read per input" in text
+    assert f"{triage.MAX_LINE} characters per line" in text
+    assert f"{triage.MAX_FINDINGS} findings" in text
+    assert f"patterns see the first {triage.MATCH_CHARS}" in text
+    assert f"{triage.MAX_SECONDS} s of\n   analysis" in text
+
+
+def test_accelerate_launch_debug_sets_debug_mode_and_tee_log_dir_exist():
+    from accelerate.commands.launch import launch_command_parser
+    from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+    args = launch_command_parser().parse_args(["--cpu", "--num_processes", "1", "--num_machines", "1", "--debug", "--tee", "3",
+                                                "--log_dir", "/tmp/x", "--mixed_precision", "no",
+                                                "--dynamo_backend", "no", "train.py"])
+    _, env = prepare_simple_launcher_cmd_env(args)
+    assert env["ACCELERATE_DEBUG_MODE"] == "true"
+    assert args.tee == "3" and args.log_dir == "/tmp/x"
+
+
+def test_debug_mode_makes_collectives_check_shapes():
+    from accelerate.utils import operations
+    src = inspect.getsource(operations.verify_operation)
+    assert "PartialState().debug" in src and "DistributedOperationException" in src
+    import accelerate.state as st
+    assert "ACCELERATE_DEBUG_MODE" in inspect.getsource(st.PartialState.__init__)
+
+
+def test_deepspeed_launcher_environment_propagation():
+    from deepspeed.launcher import runner
+    assert runner.EXPORT_ENVS == ["MLFLOW", "PYTHON", "MV2", "UCX"]
+    assert runner.DEEPSPEED_ENVIRONMENT_PATHS[1] == "." and len(runner.DEEPSPEED_ENVIRONMENT_PATHS) == 2
+    assert 'os.getenv("DS_ENV_FILE", ".deepspeed_env")' in inspect.getsource(runner)
+    cuda_acc = Path(importlib.util.find_spec("deepspeed").origin).parent / "accelerator" / "cuda_accelerator.py"
+    assert re.search(r"def export_envs\(self\):\s+return \['NCCL'\]", cuda_acc.read_text())
+    assert "--enable_each_rank_log" in inspect.getsource(runner.parse_args)
+
+
+def test_accelerate_multinode_launchers_list():
+    from accelerate.utils.constants import DEEPSPEED_MULTINODE_LAUNCHERS
+    assert DEEPSPEED_MULTINODE_LAUNCHERS == ["pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm"]
+
+
+def test_timeout_settings_exist():
+    import datetime
+
+    import deepspeed
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+    assert InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=5)).timeout.total_seconds() == 5
+    assert "timeout" in inspect.signature(deepspeed.init_distributed).parameters
+    assert DistributedDataParallelKwargs(find_unused_parameters=True).find_unused_parameters is True
+
+
+def test_bf16_emulation_default():
+    import torch
+    sig = inspect.signature(torch.cuda.is_bf16_supported)
+    assert sig.parameters["including_emulation"].default is True
+    src = inspect.getsource(torch.cuda.is_bf16_supported)
+    assert ".major >= 8" in src and "_check_bf16_tensor_supported" in src
+    assert torch.cuda.is_bf16_supported() is False  # CPU build: no CUDA
+
+
+def test_deepspeed_loss_scaler_messages_and_universal_checkpoint():
+    root = Path(importlib.util.find_spec("deepspeed").origin).parent
+    scaler = (root / "runtime" / "fp16" / "loss_scaler.py").read_text()
+    assert "OVERFLOW! Rank {dist.get_rank()} Skipping step." in scaler
+    assert "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run." in scaler
+    assert (root / "checkpoint" / "ds_to_universal.py").is_file()
+    from deepspeed.runtime import constants
+    assert constants.CHECKPOINT == "checkpoint" and constants.LOAD_UNIVERSAL_CHECKPOINT == "load_universal"
+
+
+def test_fsdp1_summon_full_params_takes_writeback():
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    assert "writeback" in inspect.signature(FullyShardedDataParallel.summon_full_params).parameters
+
+
+def test_every_reference_is_linked_from_skill_md():
+    skill = (SKILL / "SKILL.md").read_text()
+    for ref in (SKILL / "references").glob("*.md"):
+        assert f"(references/{ref.name})" in skill, ref.name

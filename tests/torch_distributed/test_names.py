@@ -1,0 +1,477 @@
+"""Every name, argument, default and environment variable that sub-skills/torch-distributed states,
+checked against the installed torch 2.13.0: signatures (inspect), Python source text in
+site-packages, and the strings compiled into the wheel's shared libraries.
+
+How a backticked span in the Markdown is checked:
+- `torch.a.b` dotted paths are imported / resolved attribute by attribute;
+- `NAME(...)` call forms are parsed with ast; the callable must be known (CALLABLES) and every keyword
+  with a literal value must equal the installed signature's default (these are our signature lines);
+- UPPER_CASE names are environment variables: each must occur in torch's Python sources or in the
+  bytes of torch/lib/*.so, or be one of NCCL's own variables listed (with a "not runnable here" marker)
+  in debugging-and-env.md;
+- `--flags` must be torchrun / torch.distributed.launch flags, or an external CLI flag listed in EXTERNAL;
+- bare identifiers must be a parameter of a known callable or an attribute of a known namespace.
+Defaults stated in tables are compared with the installed defaults by table-specific tests below.
+"""
+from __future__ import annotations
+
+import ast
+import datetime
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.distributed.tensor
+import torch.multiprocessing as tmp
+import torch.utils.checkpoint as tuc
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.join import Join
+from torch.distributed.checkpoint import format_utils, state_dict as dsd
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.run import get_args_parser
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+REPO = Path(__file__).resolve().parents[2]
+SKILL = REPO / "sub-skills" / "torch-distributed"
+DOCS = sorted([SKILL / "SKILL.md", *sorted((SKILL / "references").glob("*.md"))])
+TORCH = Path(torch.__file__).parent
+DIST_PY = TORCH / "distributed"
+
+CALLABLES = {
+    "init_process_group": dist.init_process_group, "new_group": dist.new_group,
+    "destroy_process_group": dist.destroy_process_group, "monitored_barrier": dist.monitored_barrier,
+    "barrier": dist.barrier, "all_gather_object": dist.all_gather_object,
+    "broadcast_object_list": dist.broadcast_object_list, "gather_object": dist.gather_object,
+    "scatter_object_list": dist.scatter_object_list, "send": dist.send, "recv": dist.recv,
+    "all_reduce": dist.all_reduce, "get_rank": dist.get_rank, "get_world_size": dist.get_world_size,
+    "get_backend": dist.get_backend, "get_backend_config": dist.get_backend_config,
+    "is_initialized": dist.is_initialized, "get_debug_level": dist.get_debug_level,
+    "is_gloo_available": dist.is_gloo_available, "is_nccl_available": dist.is_nccl_available,
+    "is_mpi_available": dist.is_mpi_available, "is_ucc_available": dist.is_ucc_available,
+    "is_xccl_available": dist.is_xccl_available,
+    "TCPStore": dist.TCPStore, "PrefixStore": dist.PrefixStore, "FileStore": dist.FileStore,
+    "DistributedDataParallel": DDP.__init__, "DDP": DDP.__init__,
+    "register_comm_hook": DDP.register_comm_hook, "no_sync": DDP.no_sync, "join": DDP.join,
+    "DistributedSampler": DistributedSampler.__init__, "set_epoch": DistributedSampler.set_epoch,
+    "DataLoader": DataLoader.__init__, "Join": Join.__init__,
+    "fully_shard": fully_shard, "MixedPrecisionPolicy": MixedPrecisionPolicy, "OffloadPolicy": OffloadPolicy,
+    "CPUOffloadPolicy": CPUOffloadPolicy, "StateDictOptions": dsd.StateDictOptions,
+    "get_model_state_dict": dsd.get_model_state_dict, "get_state_dict": dsd.get_state_dict,
+    "set_model_state_dict": dsd.set_model_state_dict, "set_state_dict": dsd.set_state_dict,
+    "save": dcp.save, "load": dcp.load, "async_save": dcp.async_save,
+    "dcp_to_torch_save": format_utils.dcp_to_torch_save, "torch_save_to_dcp": format_utils.torch_save_to_dcp,
+    "torch.load": torch.load, "torch.save": torch.save, "checkpoint": tuc.checkpoint,
+    "add_safe_globals": torch.serialization.add_safe_globals,
+    "get_sharing_strategy": tmp.get_sharing_strategy, "record": record,
+    "convert_sync_batchnorm": torch.nn.SyncBatchNorm.convert_sync_batchnorm,
+    "unshard": FSDPModule.unshard, "reshard": FSDPModule.reshard,
+    "set_requires_gradient_sync": FSDPModule.set_requires_gradient_sync,
+    "set_reshard_after_forward": FSDPModule.set_reshard_after_forward,
+    "allreduce_hook": default_hooks.allreduce_hook, "fp16_compress_hook": default_hooks.fp16_compress_hook,
+    "bf16_compress_hook": default_hooks.bf16_compress_hook, "get_args_parser": get_args_parser,
+    "timedelta": datetime.timedelta, "Shard": torch.distributed.tensor.Shard,
+    "to_local": torch.distributed.tensor.DTensor.to_local, "state_dict": torch.nn.Module.state_dict,
+    "backward": torch.Tensor.backward, "wait": dist.Work.wait, "work.wait": dist.Work.wait,
+    "set_debug_level_from_env": dist.set_debug_level_from_env,
+    "run": importlib.import_module("torch.distributed.run").run,
+    "config_from_args": importlib.import_module("torch.distributed.run").config_from_args,
+    "accelerator.prepare": importlib.import_module("accelerate").Accelerator.prepare, "model": None, "model.module": None, "model.module.state_dict": None,
+    "model.state_dict": None, "model.parameters": None, "py-spy": None,
+}
+# Namespaces whose attribute names may appear as bare identifiers.
+import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
+import torch.nn.parallel.distributed as ddp_mod  # noqa: E402
+from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent  # noqa: E402
+
+NAMESPACES = [torch.nn, c10d_mod, ddp_mod, LocalElasticAgent, dist, dist.Backend, dist.GroupMember, DDP, DistributedSampler, FSDPModule, dcp, dsd, format_utils,
+              default_hooks, torch.nn.SyncBatchNorm, torch.serialization, tmp, dist.constants, tuc]
+# Words in code spans that are values, files or objects of the examples, not API names.
+VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
+          "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
+          "eth", "file_descriptor", "file_system", "SUM", "INFO", "DETAIL", "OFF", "WARNING", "ERROR", "FATAL",
+          "WARN", "TRACE", "model", "optim", "env", "tcp", "torchrun", "deepspeed", "srun", "sampler", "step",
+          "shuffle", "module.", "Work", "GradBucket", "DTensor", "ValueError", "RuntimeError", "FutureWarning",
+          "UnpicklingError", "ChildFailedError", "SIGKILL", "FSDPModule", "BatchNorm*d", "Shard(dim=0)",
+          "DeviceMesh", "to_local", "TCP", "emptyDir", "medium", "ip", "HCCL", "torch_npu", "l1", "weight",
+          "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank"}
+# Single-word environment variables (ENV_RE needs an underscore).
+ENV_SINGLE = {"LOGLEVEL", "RANK"}
+# Words of torchrun's failure summary, checked in the elastic error formatter's source.
+SUMMARY_WORDS = {"error_file", "exitcode"}
+# Flags of other command-line tools named in containers-and-networking.md / launch-torchrun.md.
+EXTERNAL = {"--shm-size": "docker run", "--ipc": "docker run", "--network": "docker run",
+            "--ntasks-per-node": "srun (SLURM)", "--pid": "py-spy dump"}
+NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
+            "NCCL_SHM_DISABLE"}
+
+
+def _strip_fences(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def spans(path: Path) -> list[str]:
+    return re.findall(r"`([^`\n]+)`", _strip_fences(path.read_text(encoding="utf-8")))
+
+
+ALL_SPANS = sorted({s for p in DOCS for s in spans(p)})
+
+
+@pytest.fixture(scope="module")
+def torch_text() -> str:
+    """Python sources of torch.distributed, torch.nn.parallel, torch.utils.data and torch/serialization.py."""
+    dirs = (DIST_PY, TORCH / "nn" / "parallel", TORCH / "utils" / "data", TORCH / "testing" / "_internal")
+    parts = [p.read_text(errors="replace") for d in dirs for p in d.rglob("*.py")]
+    parts.append((TORCH / "serialization.py").read_text())
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def so_bytes() -> bytes:
+    return b"\n".join(p.read_bytes() for p in (TORCH / "lib").glob("*.so*"))
+
+
+def resolve(dotted: str):
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+def known_identifiers() -> set[str]:
+    names = set(CALLABLES)
+    for fn in CALLABLES.values():
+        if fn is None:
+            continue
+        try:
+            names |= set(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            pass
+    for ns in NAMESPACES:
+        names |= set(dir(ns))
+    for action in get_args_parser()._actions:
+        names.add(action.dest)
+    return names
+
+
+ENV_RE = re.compile(r"^([A-Z][A-Z0-9]*(?:_[A-Z0-9<>]+)+)(?:=\S*)?$")
+CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
+
+
+def test_docs_exist_and_state_the_version():
+    assert len(DOCS) == 9
+    for p in DOCS:
+        assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
+    assert torch.__version__.startswith("2.13.0")
+
+
+def test_dotted_torch_names_resolve():
+    bad = []
+    for s in ALL_SPANS:
+        for tok in s.split():
+            tok = tok.strip("(),;")
+            m = re.match(r"^(torch(?:\.\w+)+)", tok)
+            if m:
+                try:
+                    resolve(m.group(1))
+                except (ImportError, AttributeError) as e:
+                    bad.append(f"{m.group(1)}: {e}")
+    assert not bad, bad
+
+
+def test_call_forms_name_known_callables_with_installed_defaults():
+    bad = []
+    for s in ALL_SPANS:
+        m = CALL_RE.match(s)
+        if not m or " " in m.group(1) or s.startswith("inspect."):
+            continue
+        name = m.group(1) if m.group(1) in CALLABLES else m.group(1).split(".")[-1]
+        if m.group(1).startswith("torch.") and m.group(1) not in CALLABLES:
+            fn = resolve(m.group(1))
+        elif name in CALLABLES:
+            fn = CALLABLES[name]
+        else:
+            bad.append(f"unknown callable in `{s}`")
+            continue
+        if fn is None:
+            continue
+        try:
+            call = ast.parse(s.replace("*, ", "").replace(", *,", ",").replace("**pickle_load_args", "x=0"),
+                             mode="eval").body
+        except SyntaxError:
+            continue
+        if not isinstance(call, ast.Call):
+            continue
+        try:
+            params = inspect.signature(fn).parameters
+        except ValueError:                      # pybind11 constructors (TCPStore ...): name checked only
+            continue
+        for kw in call.keywords:
+            if kw.arg is None or kw.arg == "x":
+                continue
+            if kw.arg not in params:
+                if isinstance(call.func, ast.Name) and len(call.args) + len(call.keywords) > 2 and \
+                        any(k.arg in params for k in call.keywords if k is not kw):
+                    bad.append(f"`{s}`: {kw.arg} is not a parameter of {fn.__qualname__}")
+                continue
+            try:
+                stated = ast.literal_eval(kw.value)
+            except ValueError:
+                stated = ast.unparse(kw.value)
+            if not all(isinstance(k.value, ast.Constant) and k.value.value is not Ellipsis or
+                       isinstance(k.value, ast.Call) for k in call.keywords if k.arg):
+                break                          # an example call with placeholders, not a signature line
+            actual = params[kw.arg].default
+            if params[kw.arg].default is inspect.Parameter.empty:
+                continue
+            # a signature line: the literal must be the default (a call with other values is an example)
+            if s.startswith(("torch.", "init_process_group(", "new_group(", "fully_shard(", "MixedPrecision",
+                             "DistributedSampler(", "Join(", "torch.load(")) and len(call.keywords) >= 3:
+                if isinstance(actual, (bool, int, float, str, type(None))):
+                    if stated != actual:
+                        bad.append(f"`{s}`: {kw.arg}={stated!r}, installed default {actual!r}")
+                elif stated != repr(actual).split("(")[0] + "()" and not repr(actual).startswith(str(stated)[:-1]):
+                    bad.append(f"`{s}`: {kw.arg}={stated!r}, installed default {actual!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_environment_variables_exist_in_torch_or_are_nccl_own(torch_text, so_bytes):
+    nccl_section = (SKILL / "references" / "debugging-and-env.md").read_text().split(
+        "## NCCL's own variables (not runnable here)", 1)[1].split("\n## ", 1)[0]
+    bad = []
+    for s in ALL_SPANS:
+        m = ENV_RE.match(s.split()[0]) if s else None
+        if not m or m.group(1) in VALUES:
+            continue
+        name = m.group(1)
+        if name.startswith("PET_") or s.startswith("PET_<"):
+            assert "PET_{dest.upper()}" in (DIST_PY / "argparse_util.py").read_text()
+            continue
+        if name in NCCL_OWN:
+            assert f"`{name}`" in nccl_section, f"{name}: NCCL's own variable must be in the NCCL section"
+            continue
+        if name not in torch_text and name.encode() not in so_bytes:
+            bad.append(name)
+    assert not bad, f"environment variables not found in torch 2.13.0: {bad}"
+
+
+def test_flags_are_torchrun_or_launch_flags_or_listed_external():
+    run_flags = {o for a in get_args_parser()._actions for o in a.option_strings}
+    launch = (DIST_PY / "launch.py").read_text()
+    bad = []
+    for s in ALL_SPANS:
+        for tok in s.split():
+            flag = tok.split("=")[0].strip(",")
+            if not flag.startswith("--") or flag in ("--", "--help"):
+                continue
+            if flag in run_flags or f'"{flag}"' in launch or flag in EXTERNAL:
+                continue
+            if flag == "--local-rank" and '"--local-rank"' in launch:
+                continue
+            bad.append(flag)
+    assert not bad, bad
+
+
+def test_bare_identifiers_are_known_api_names():
+    known = known_identifiers()
+    bad = []
+    for s in ALL_SPANS:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s) or s in VALUES or ENV_RE.match(s):
+            continue
+        if s in ENV_SINGLE:
+            assert f'"{s}"' in (DIST_PY / "elastic" / "utils" / "logging.py").read_text() + \
+                (DIST_PY / "elastic" / "agent" / "server" / "local_elastic_agent.py").read_text(), s
+            continue
+        if s in SUMMARY_WORDS:
+            assert s in (DIST_PY / "elastic" / "multiprocessing" / "errors" / "__init__.py").read_text(), s
+            continue
+        if s == "gather_for_metrics":
+            import accelerate
+            assert hasattr(accelerate.Accelerator, s)
+            continue
+        if s not in known:
+            bad.append(s)
+    assert not bad, f"identifiers that are no parameter or attribute of the documented APIs: {bad}"
+
+
+# ------------------------------------------------------------------ table defaults against the installed objects
+
+def table_rows(doc: str, heading: str) -> dict[str, str]:
+    text = (SKILL / "references" / doc).read_text()
+    sec = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in sec.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`"):
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def first_code(cell: str) -> str:
+    m = re.search(r"`([^`]+)`", cell)
+    return m.group(1) if m else cell
+
+
+@pytest.mark.parametrize("doc,heading,fn", [
+    ("ddp.md", "Constructor arguments", DDP.__init__),
+    ("data-loading.md", "DistributedSampler", DistributedSampler.__init__),
+    ("fsdp2-and-dcp.md", "fully_shard", fully_shard),
+    ("fsdp2-and-dcp.md", "MixedPrecisionPolicy and offload", MixedPrecisionPolicy),
+    ("fsdp2-and-dcp.md", "State dicts", dsd.StateDictOptions),
+    ("process-groups.md", "init_process_group", dist.init_process_group),
+])
+def test_argument_tables_state_installed_defaults(doc, heading, fn):
+    params = inspect.signature(fn).parameters
+    rows = table_rows(doc, heading)
+    assert rows
+    checked = 0
+    for key, cell in rows.items():
+        names = re.findall(r"`([a-z_]+)`", key)
+        for name in names:
+            assert name in params, f"{doc} {heading}: {name} is not a parameter of {fn.__qualname__}"
+            default = params[name].default
+            stated = first_code(cell)
+            if isinstance(default, (bool, int, float, str, type(None))):
+                assert stated == repr(default) or stated == str(default), (name, stated, default)
+            else:
+                assert stated.split("(")[0] == type(default).__name__, (name, stated, default)
+            checked += 1
+    assert checked >= 4
+
+
+def test_torchrun_flag_table_matches_the_parser():
+    parser = {o: a for a in get_args_parser()._actions for o in a.option_strings}
+    rows = table_rows("launch-torchrun.md", "Flags and defaults")
+    special = {"--master-port": None, "--shutdown-timeout": None}
+    checked = 0
+    for key, cell in rows.items():
+        for flag in re.findall(r"`(--[a-z-]+)`", key):
+            act = parser[flag]
+            if flag in special:
+                assert act.default is None and cell.startswith("unset")
+            elif act.default is False:
+                assert cell in ("off",) or cell.startswith("none"), (flag, cell)
+            elif act.default is None:
+                assert cell.startswith(("none", "unset")), (flag, cell)
+            elif act.default in ("", []):
+                assert cell.startswith("empty"), (flag, cell)
+            else:
+                assert first_code(cell) == str(act.default), (flag, cell, act.default)
+            checked += 1
+    assert checked >= 20
+    assert parser["--start-method"].choices == ["spawn", "fork", "forkserver"]
+    assert parser["--master-addr"].default == "127.0.0.1"
+    run_src = (DIST_PY / "run.py").read_text()
+    assert "args.master_port = 29500" in run_src and 'args.rdzv_endpoint = "localhost:0"' in run_src
+    assert "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" in run_src and "defaults to 30 seconds" in run_src
+
+
+def test_worker_environment_table_matches_the_agent():
+    src = (DIST_PY / "elastic" / "agent" / "server" / "local_elastic_agent.py").read_text()
+    for var in ("RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"):
+        assert f'"{var}":' in src
+    assert re.search(r'"TORCH_NCCL_ASYNC_ERROR_HANDLING": os\.getenv\(\s*"TORCH_NCCL_ASYNC_ERROR_HANDLING", str\(1\)', src)
+    assert 'worker_env["LOCAL_RANK"] = str(local_rank)' in src
+    run_src = (DIST_PY / "run.py").read_text()
+    assert '"OMP_NUM_THREADS" not in os.environ and nproc_per_node > 1' in run_src
+
+
+def test_source_level_defaults():
+    c10d = (DIST_PY / "distributed_c10d.py").read_text()
+    assert 'init_method = "env://"' in c10d and "Cannot specify both init_method and store." in c10d
+    assert "timeout = _get_default_timeout(backend)" in c10d                  # new_group(timeout=None)
+    assert callable(dist.Backend.register_backend)
+    run_src = (DIST_PY / "run.py").read_text()
+    assert "node_rank is only used for static rdzv_backend" in run_src
+    assert "g.manual_seed(self.seed + self.epoch)" in (TORCH / "utils" / "data" / "distributed.py").read_text()
+    assert 'os.getenv("TORCH_DIST_INIT_BARRIER", "0")' in c10d
+    ddp_src = (TORCH / "nn" / "parallel" / "distributed.py").read_text()
+    assert "_verify_param_shape_across_processes(self.process_group, parameters)" in ddp_src
+    assert "can only be registered once and should be registered" in ddp_src
+    assert 'os.environ.get("PYTORCH_DDP_USE_SIDE_STREAM", "1") == "1"' in ddp_src
+    from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
+    assert _DEFAULT_BUCKET_CAP_MB == 25
+    assert "set_debug_level_from_env()" in (DIST_PY / "__init__.py").read_text()
+    assert 'os.environ.get("LOGLEVEL"' in (DIST_PY / "elastic" / "utils" / "logging.py").read_text()
+    assert dist.constants.default_pg_timeout == datetime.timedelta(minutes=30)
+    assert dist.constants.default_pg_nccl_timeout is None                   # CPU wheel
+    assert dist.Backend.backend_list == ["undefined", "gloo", "nccl", "xccl", "ucc", "mpi", "fake"]
+    dmap = dist.Backend.default_device_backend_map
+    assert dmap["cpu"] == "gloo" and dmap["cuda"] == "nccl" and dmap["xpu"] == "xccl"
+    cap = dist.Backend.backend_capability
+    assert cap["gloo"] == ["cpu", "cuda"] and cap["nccl"] == ["cuda"] and cap["xccl"] == ["xpu"]
+    assert cap["ucc"] == cap["mpi"] == ["cpu", "cuda"]
+    assert dist.is_gloo_available() and not dist.is_nccl_available() and not dist.is_mpi_available()
+    assert not dist.is_ucc_available() and not dist.is_xccl_available()
+    assert "hccl" not in dist.Backend.backend_list
+    assert tmp.get_sharing_strategy() == "file_descriptor"
+    assert tmp.get_all_sharing_strategies() == {"file_descriptor", "file_system"}
+    ser = (TORCH / "serialization.py").read_text()
+    assert "return pickle_module is None and not is_fbcode" in ser
+    assert inspect.signature(torch.load).parameters["weights_only"].default is None
+    ck = inspect.getsource(tuc.checkpoint)
+    assert "if use_reentrant is None:" in ck and "use_reentrant = True" in ck
+    assert inspect.signature(CPUOffloadPolicy).parameters["pin_memory"].default is True
+    assert "If ``None``, it is set to ``True`` for non-root modules and ``False``" in fully_shard.__doc__
+    assert '"sampler option is mutually exclusive with shuffle"' in (TORCH / "utils" / "data" /
+                                                                      "dataloader.py").read_text()
+
+
+def test_cpp_strings_quoted_by_the_references(so_bytes):
+    assert b"Valid values are `INFO`, `WARNING`, `ERROR`, and `FATAL`" in so_bytes
+    assert b"TORCH_DISTRIBUTED_DEBUG to either INFO or DETAIL" in so_bytes
+    assert b"Detected mismatch between collectives on ranks" in so_bytes
+    assert b"makeDeviceForHostname" in so_bytes and b"GLOO_DEVICE_TRANSPORT" in so_bytes
+    for name in (b"TORCH_SHOW_CPP_STACKTRACES", b"TORCH_NCCL_BLOCKING_WAIT", b"TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                 b"TORCH_NCCL_TRACE_BUFFER_SIZE", b"TORCH_FR_BUFFER_SIZE"):
+        assert name in so_bytes, name
+
+
+def test_fsdp_module_methods_and_ddp_hooks_exist():
+    for m in ("unshard", "reshard", "set_requires_gradient_sync", "set_reshard_after_forward"):
+        assert callable(getattr(FSDPModule, m))
+    assert {"allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"} <= set(dir(default_hooks))
+    assert inspect.signature(Join.__init__).parameters["throw_on_early_termination"].default is False
+
+
+def test_wrapper_launchers_export_the_same_variables():
+    """SKILL.md: accelerate launch (multi-GPU) runs torch.distributed.run; the deepspeed launcher sets the
+    same RANK / LOCAL_RANK / WORLD_SIZE / MASTER_ADDR variables itself."""
+    import accelerate.commands.launch as al
+    import deepspeed.launcher.launch as dl
+    asrc = inspect.getsource(al)
+    assert "import torch.distributed.run as distrib_run" in asrc and "distrib_run.run(args)" in asrc
+    dsrc = inspect.getsource(dl)
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        assert f'current_env["{var}"]' in dsrc, var
+
+
+def test_debug_level_defaults_to_off_and_is_read_at_import():
+    """TORCH_DISTRIBUTED_DEBUG: OFF when unset; setting it after `import torch.distributed` changes nothing."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DISTRIBUTED_DEBUG"}
+    code = ("import os, torch.distributed as d\nprint(d.get_debug_level())\n"
+            "os.environ['TORCH_DISTRIBUTED_DEBUG'] = 'DETAIL'\nprint(d.get_debug_level())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                         stdin=subprocess.DEVNULL).stdout.split()
+    assert out == ["DebugLevel.OFF", "DebugLevel.OFF"]
+    out = subprocess.run([sys.executable, "-c", "import torch.distributed as d; print(d.get_debug_level())"],
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                         env={**env, "TORCH_DISTRIBUTED_DEBUG": "INFO"}).stdout.split()
+    assert out == ["DebugLevel.INFO"]
