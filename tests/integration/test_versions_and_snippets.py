@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from integ_common import (AVAILABILITY, DATA, EXAMPLES, PLANNER, REPO, SCHEMAS, VALIDATOR, VERSION, ci_blocks,
-                          workflow_snippet)
+from integ_common import (AVAILABILITY, DATA, EXAMPLES, PLANNER, REPO, SCHEMAS, TRIAGE, VALIDATOR, VERSION,
+                          ci_blocks, workflow_snippet)
 
 VERSIONS_MD = (REPO / "references" / "versions.md").read_text(encoding="utf-8")
 
@@ -36,7 +36,8 @@ def test_version_is_in_one_file_and_everything_agrees():
 
 @pytest.mark.parametrize("script,prog", [(VALIDATOR, "validate_backend_config.py"),
                                          (AVAILABILITY, "check_backend_availability.py"),
-                                         (PLANNER, "plan_backend.py")])
+                                         (PLANNER, "plan_backend.py"),
+                                         (TRIAGE, "triage_log.py")])
 def test_helpers_print_the_bundle_version_and_the_pins(script, prog):
     r = subprocess.run([sys.executable, str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -58,7 +59,7 @@ def test_planner_json_reports_the_bundle_version():
     assert json.loads(r.stdout)["planner_version"] == VERSION
 
 
-@pytest.mark.parametrize("script", [VALIDATOR, PLANNER], ids=lambda p: p.name)
+@pytest.mark.parametrize("script", [VALIDATOR, PLANNER, TRIAGE], ids=lambda p: p.name)
 def test_a_helper_copied_out_of_the_bundle_says_unknown(tmp_path, script):
     dst = tmp_path / "scripts"
     shutil.copytree(script.parent, dst, ignore=shutil.ignore_patterns("__pycache__"))

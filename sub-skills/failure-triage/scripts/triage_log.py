@@ -34,6 +34,30 @@ REQUIRED = ("id", "library", "versions", "role", "pattern", "example", "source",
 
 EXIT_MATCHED, EXIT_UNMATCHED, EXIT_USAGE = 0, 1, 2
 
+# The pinned library versions the catalog's signatures were reproduced against (references/versions.md).
+MIRRORS = "accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, DALLE-pytorch 1.6.6"
+
+
+def bundle_version() -> str:
+    """The bundle version from the one VERSION file at the bundle root (beside the router SKILL.md),
+    found by walking up from this file; 'unknown' when the script was copied out of the bundle."""
+    here = HERE
+    for _ in range(6):
+        if (here / "VERSION").is_file() and (here / "SKILL.md").is_file():
+            try:
+                return (here / "VERSION").read_text(encoding="utf-8").strip() or "unknown"
+            except OSError:
+                return "unknown"
+        if here.parent == here:
+            break
+        here = here.parent
+    return "unknown"
+
+
+def version_line(prog: str) -> str:
+    """What ``PROG --version`` prints."""
+    return f"{prog} {bundle_version()} (pytorch-distributed-training bundle; signatures mirror {MIRRORS})"
+
 HELP_EPILOG = """\
 examples:
   triage_log.py train.log                      # text report: root cause, fix, secondary findings
@@ -683,6 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="triage_log.py", description=__doc__.splitlines()[0],
                 epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="*", metavar="LOG", help="log files, or - for stdin")
+    p.add_argument("--version", action="version", version=version_line("triage_log.py"))
     p.add_argument("--output", choices=("text", "json"), default="text", help="report format (default text)")
     p.add_argument("--list-signatures", action="store_true", help="print the catalog and exit")
     p.add_argument("--catalog", metavar="DIR", help="catalog folder (default: the sub-skill's catalog/)")
