@@ -122,3 +122,15 @@ def test_launch_input_errors_are_sarif_notifications(work):
     inv = run0["invocations"][0]
     assert rc == 2 and inv["executionSuccessful"] is False
     assert any("missing.yaml" in n["message"]["text"] for n in inv["toolExecutionNotifications"])
+
+
+def test_every_sarif_result_has_a_location_even_from_stdin(work):
+    # code scanning rejects the whole upload when one result has no location
+    # ("locationFromSarifResult: expected at least one location", github/codeql-action#1738)
+    r = subprocess.run([sys.executable, str(VALIDATOR), "--output", "sarif", "-"], capture_output=True, text=True,
+                       timeout=120, cwd=work, input="distributed_type: MULTI_GPU\nnum_processes: 0\n")
+    assert r.returncode == 1
+    results = json.loads(r.stdout)["runs"][0]["results"]
+    assert results and all(res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "stdin"
+                           for res in results), results
+    assert all(res["locations"][0]["physicalLocation"]["region"]["startLine"] == 2 for res in results)

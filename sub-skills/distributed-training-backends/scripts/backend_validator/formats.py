@@ -26,7 +26,8 @@ GitHub code scanning shows only results that carry a physical location with a no
 ``artifactLocation.uri`` (it ignores logical locations), and it accepts a URI that is not a
 file of the repository (the alert then shows the name without a code preview). GitHub
 annotations have no file for a command: the message starts with where the flag is
-(``launch command N, line L, column C: ...``).
+(``launch command N, line L, column C: ...``). Standard input gets the artifact ``stdin``: every
+result carries a location, because code scanning rejects an upload with a result that has none.
 
 helpUri: the rules page of the bundle a user pinned is not at a fixed address,
 so its base is ``$BACKEND_VALIDATOR_DOCS_URL`` when set (for example
@@ -108,8 +109,9 @@ def _rule_descriptor(r: core.Rule, base: Optional[str]) -> Dict[str, Any]:
 
 
 def _artifact(name: str) -> Optional[Dict[str, Any]]:
-    """artifactLocation for a file name as the CLI shows it; None for standard input."""
-    if not name or name == "<stdin>":
+    """artifactLocation for a file name as the CLI shows it; None for standard input and other
+    <names> that are no file."""
+    if not name or (name.startswith("<") and ">" in name):
         return None
     path = name.replace(os.sep, "/")
     if os.path.isabs(name):
@@ -145,6 +147,11 @@ def _location(name: str, line: Optional[int], col: Optional[int],
               commands: Optional[Dict[str, str]] = None) -> Optional[Dict[str, Any]]:
     n = command_number(name, commands)
     art = {"uri": command_uri(n), "index": n - 1} if n else _artifact(name)
+    if art is None and name:
+        # standard input (or a command not given): still a location, since code scanning rejects the
+        # whole upload when a result has none ("expected at least one location", codeql-action #1738)
+        import re
+        art = {"uri": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "input"}
     if art is None:
         return None
     phys: Dict[str, Any] = {"artifactLocation": art}
