@@ -1,0 +1,278 @@
+"""Reproduce DeepSpeed 0.19.8 failures on CPU and check the catalog recognises the exact text.
+
+Three kinds of runs, all real:
+- one interpreter builds DeepSpeedConfig objects from broken configs (and calls a few
+  other raise sites: zero_to_fp32, the hostfile parser, the op builder without ninja);
+- one interpreter runs deepspeed.initialize (DS_ACCELERATOR=cpu, world size 1, gloo) on a
+  tiny model with broken arguments, and loads a ZeRO checkpoint written by 2 ranks;
+- the `deepspeed` launcher starts 2 CPU ranks of a script that rejects --local_rank.
+Each case prints a `=== CASE name` marker, so an entry is only credited with the text
+of the case that was meant to provoke it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+
+def _load_repro():
+    name = "failure_triage_repro"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_repro.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+R = _load_repro()
+
+# The CPU accelerator JIT-builds a shared-memory comm op on first use (minutes on a busy
+# machine); it is irrelevant to the messages checked here, so the children skip it.
+_NO_SHM_OP = """
+import os
+os.environ["DS_ACCELERATOR"] = "cpu"
+import deepspeed.comm.torch as _dct
+_dct.build_shm_op = lambda: None
+"""
+
+CONFIG_CASES = R.CASE_PRELUDE + _NO_SHM_OP + r'''
+import json, tempfile
+from deepspeed.runtime.config import DeepSpeedConfig
+B = {"train_batch_size": 1}
+cases = {
+    "batch_mismatch": {"train_batch_size": 10, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2},
+    "batch_missing": {"gradient_accumulation_steps": 2},
+    "batch_zero": {"train_batch_size": 0, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1},
+    "auto_values": {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"},
+    "fp16_bf16": {**B, "fp16": {"enabled": True}, "bf16": {"enabled": True}},
+    "zero_extra_key": {**B, "zero_optimization": {"stage": 2, "offload_optimizer_device": "cpu"}},
+    "comm_dtype": {**B, "communication_data_type": "int8"},
+    "allreduce_sum_z3": {**B, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 3}},
+    "allreduce_bad": {**B, "gradient_allreduce_op": "max"},
+    "tag_validation": {**B, "checkpoint": {"tag_validation": "maybe"}},
+    "parallel_write": {**B, "checkpoint": {"parallel_write": {"pipeline_stage": "yes"}}},
+    "bf16_master_nozero": {**B, "bf16": {"enabled": True, "bf16_master_weights_and_grads": True}},
+    "bf16_opt_states": {**B, "bf16": {"enabled": True, "bf16_optimizer_states": True}, "zero_optimization": {"stage": 1}},
+    "removed_amp": {**B, "amp": {"enabled": True, "opt_level": "O1"}},
+    "removed_mics": {**B, "zero_optimization": {"stage": 3, "mics_shard_size": 8}},
+    "autocast_dtype": {**B, "torch_autocast": {"enabled": True, "dtype": "float8"}},
+}
+for name, cfg in cases.items():
+    case(name, lambda cfg=cfg: DeepSpeedConfig(cfg))
+tmp = tempfile.mkdtemp()
+dup = os.path.join(tmp, "dup.json"); open(dup, "w").write('{"train_batch_size": 1, "train_batch_size": 2}')
+case("duplicate_keys", lambda: DeepSpeedConfig(dup))
+bad = os.path.join(tmp, "bad.json"); open(bad, "w").write('{"train_batch_size": 1,, }')
+case("hjson_syntax", lambda: DeepSpeedConfig(bad))
+case("missing_path", lambda: DeepSpeedConfig(os.path.join(tmp, "nope", "ds_config.json")))
+
+def zero_to_fp32_empty():
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    get_fp32_state_dict_from_zero_checkpoint(tempfile.mkdtemp())
+case("zero_to_fp32_empty", zero_to_fp32_empty)
+
+def bad_hostfile():
+    from deepspeed.launcher.runner import _parse_hostfile
+    _parse_hostfile(["node1 gpus=8"])
+case("bad_hostfile", bad_hostfile)
+
+def no_ninja():
+    os.environ["PATH"] = "/nonexistent"
+    from deepspeed.ops.op_builder.fused_adam import FusedAdamBuilder
+    FusedAdamBuilder().load()
+case("no_ninja", no_ninja)
+'''
+
+CONFIG_EXPECT = {
+    "batch_mismatch": ["deepspeed-batch-size-mismatch"],
+    "batch_missing": ["deepspeed-batch-size-missing"],
+    "batch_zero": ["deepspeed-batch-size-not-positive"],
+    "auto_values": ["deepspeed-config-auto-unresolved"],
+    "fp16_bf16": ["deepspeed-fp16-and-bf16-enabled"],
+    "zero_extra_key": ["deepspeed-config-validation-error"],
+    "comm_dtype": ["deepspeed-communication-data-type-invalid"],
+    "allreduce_sum_z3": ["deepspeed-allreduce-sum-unsupported"],
+    "allreduce_bad": ["deepspeed-allreduce-op-invalid"],
+    "tag_validation": ["deepspeed-checkpoint-tag-validation-invalid"],
+    "parallel_write": ["deepspeed-checkpoint-parallel-write-invalid"],
+    "bf16_master_nozero": ["deepspeed-master-weights-need-zero"],
+    "bf16_opt_states": ["deepspeed-bf16-optimizer-states-need-master"],
+    "removed_amp": ["deepspeed-removed-amp"],
+    "removed_mics": ["deepspeed-removed-config-block"],
+    "autocast_dtype": ["deepspeed-autocast-dtype-invalid"],
+    "duplicate_keys": ["deepspeed-config-duplicate-keys"],
+    "hjson_syntax": ["deepspeed-config-hjson-syntax"],
+    "missing_path": ["deepspeed-config-path-incorrect-padding"],
+    "zero_to_fp32_empty": ["deepspeed-zero-to-fp32-no-checkpoint"],
+    "bad_hostfile": ["deepspeed-launcher-bad-hostfile"],
+    "no_ninja": ["torch-cpp-extension-ninja-missing", "deepspeed-op-ninja-missing"],
+}
+
+# Written by 2 ranks, loaded by 1 (world size change with ZeRO optimizer state).
+SAVE_2_RANKS = _NO_SHM_OP + r'''
+import sys, torch, deepspeed
+m = torch.nn.Linear(4, 4)
+cfg = {"train_batch_size": 2, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}
+e, *_ = deepspeed.initialize(model=m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1), config=cfg)
+e.save_checkpoint(sys.argv[1], tag="step1")
+print("SAVED", flush=True)
+'''
+
+ENGINE_CASES = R.CASE_PRELUDE + _NO_SHM_OP + r'''
+import argparse, tempfile, torch, deepspeed
+from deepspeed.utils.logging import set_log_level_from_string
+set_log_level_from_string("info")
+for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    os.environ.pop(var, None)
+case("no_launcher_env", lambda: deepspeed.initialize(model=torch.nn.Linear(4, 4), config={"train_batch_size": 1}))
+os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+os.environ["MASTER_PORT"] = sys.argv[1]
+B = {"train_batch_size": 1}
+def model():
+    return torch.nn.Linear(4, 4)
+def sgd(m):
+    return torch.optim.SGD(m.parameters(), lr=0.1)
+def init(cfg, optimizer=None, **kw):
+    m = model()
+    return deepspeed.initialize(model=m, optimizer=optimizer(m) if optimizer else None, config=cfg, **kw)[0]
+
+case("local_rank_mismatch", lambda: init(B, args=argparse.Namespace(local_rank=3)))
+case("no_config", lambda: deepspeed.initialize(model=model()))
+case("no_model", lambda: deepspeed.initialize(model=None, config=B))
+case("bad_optimizer", lambda: init({**B, "optimizer": {"type": "Adamz", "params": {"lr": 1e-3}}}))
+case("zero_no_optimizer", lambda: init({**B, "zero_optimization": {"stage": 2}}))
+case("zero_untested", lambda: init({**B, "zero_optimization": {"stage": 1}}, sgd))
+case("zero_untested_allowed", lambda: init({**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}, sgd))
+case("config_path", lambda: init(os.path.join(tempfile.mkdtemp(), "ds_config.json")))
+
+def no_local_rank():  # after the process group exists, so no MPI discovery is attempted
+    saved = os.environ.pop("LOCAL_RANK")
+    try:
+        init(B)
+    finally:
+        os.environ["LOCAL_RANK"] = saved
+case("no_local_rank", no_local_rank)
+
+def backward_without_optimizer():
+    e = init(B)
+    e.backward(e(torch.randn(1, 4)).sum())
+case("backward_without_optimizer", backward_without_optimizer)
+
+def consolidated_on_stage1():
+    e = init({**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}, sgd)
+    e._zero3_consolidated_16bit_state_dict()
+case("consolidated_on_stage1", consolidated_on_stage1)
+
+def load_without_latest():
+    e = init(B, sgd)
+    print("LOAD RESULT", e.load_checkpoint(tempfile.mkdtemp()), flush=True)
+case("load_without_latest", load_without_latest)
+
+def load_other_world_size():
+    e = init({**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}, sgd)
+    e.load_checkpoint(sys.argv[2], tag="step1")
+case("load_other_world_size", load_other_world_size)
+
+def overflow_steps(engine, steps):
+    for _ in range(steps):
+        engine.backward(engine(torch.randn(1, 4).half()).float().sum() * float("inf"))
+        engine.step()
+
+case("fp16_unfused_overflow", lambda: overflow_steps(init({**B, "fp16": {"enabled": True, "initial_scale_power": 4}}, sgd), 1))
+case("fp16_zero_overflow_to_min", lambda: overflow_steps(init(
+    {**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True,
+     "fp16": {"enabled": True, "initial_scale_power": 1, "min_loss_scale": 1, "hysteresis": 1}}, sgd), 4))
+'''
+
+ENGINE_EXPECT = {
+    "no_local_rank": ["deepspeed-local-rank-env-missing"],
+    "local_rank_mismatch": ["deepspeed-local-rank-mismatch"],
+    "no_config": ["deepspeed-config-not-given"],
+    "no_model": ["deepspeed-initialize-no-model"],
+    "bad_optimizer": ["deepspeed-optimizer-unsupported"],
+    "zero_no_optimizer": ["deepspeed-zero-requires-optimizer"],
+    "zero_untested": ["deepspeed-zero-untested-optimizer"],
+    "zero_untested_allowed": ["deepspeed-zero-untested-optimizer-warning"],
+    "config_path": ["deepspeed-config-path-not-found"],
+    "backward_without_optimizer": ["deepspeed-no-optimizer-for-backward-or-step"],
+    "consolidated_on_stage1": ["deepspeed-consolidated-state-dict-needs-zero3"],
+    "load_without_latest": ["deepspeed-load-checkpoint-latest-missing"],
+    "load_other_world_size": ["deepspeed-load-dp-world-size-changed"],
+    "fp16_unfused_overflow": ["deepspeed-fp16-unfused-grad-overflow"],
+    "fp16_zero_overflow_to_min": ["deepspeed-fp16-overflow-skip", "deepspeed-loss-scale-at-minimum"],
+    "no_launcher_env": ["deepspeed-mpi-discovery-no-mpi4py"],
+}
+
+LAUNCHER_SCRIPT = r'''
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=0.1)
+parser.parse_args()
+'''
+LAUNCHER_EXPECT = ["deepspeed-launcher-no-hostfile", "deepspeed-launcher-local-rank-arg-unrecognized",
+                   "deepspeed-launcher-killing-subprocess", "deepspeed-launcher-exits-with-return-code"]
+
+
+def _launcher_run() -> tuple[int, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "train.py"
+        script.write_text(LAUNCHER_SCRIPT)
+        bindir = str(Path(sys.executable).parent)
+        env = R.child_env(LOCAL_SIZE="2")
+        env["PATH"] = bindir + ":" + env.get("PATH", "")
+        cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2",
+               "--master_port", str(R.free_port()), str(script)]
+        return R._run(cmd, 240, env, tmp)
+
+
+def _engine_run() -> tuple[int, str]:
+    with tempfile.TemporaryDirectory() as ckpt:
+        rc, save_out = R.run_torchrun(SAVE_2_RANKS.replace("sys.argv[1]", repr(ckpt)), nproc=2, timeout=300)
+        assert "SAVED" in save_out, save_out[-3000:]
+        rc, out = R.run_python(ENGINE_CASES, timeout=300, args=[str(R.free_port()), ckpt])
+        return rc, out
+
+
+@pytest.fixture(scope="module")
+def runs():
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        config = pool.submit(R.run_python, CONFIG_CASES, 240)
+        engine = pool.submit(_engine_run)
+        launcher = pool.submit(_launcher_run)
+        return {"config": R.split_cases(config.result()[1]),
+                "engine": R.split_cases(engine.result()[1]),
+                "launcher": launcher.result()}
+
+
+def _params(expect: dict[str, list[str]], group: str):
+    return [pytest.param(group, name, ids, marks=pytest.mark.reproduces(*ids), id=name)
+            for name, ids in expect.items()]
+
+
+@pytest.mark.parametrize("group,name,ids", _params(CONFIG_EXPECT, "config") + _params(ENGINE_EXPECT, "engine"))
+def test_case_reproduces_entries(runs, group, name, ids):
+    text = runs[group].get(name)
+    assert text is not None, f"case {name} did not run; cases seen: {sorted(runs[group])}"
+    if not any(R.entry(i)["role"] == "warning" for i in ids):
+        assert "NOERROR" not in text.splitlines(), f"case {name} raised nothing:\n{text[-2000:]}"
+    for entry_id in ids:
+        R.assert_reproduced(text, entry_id)
+
+
+def test_load_without_latest_starts_from_scratch(runs):
+    """The warning matters because load_checkpoint then returns (None, None) and training restarts."""
+    assert "LOAD RESULT (None, None)" in runs["engine"]["load_without_latest"]
+
+
+@pytest.mark.reproduces(*LAUNCHER_EXPECT)
+def test_deepspeed_launcher_cascade(runs):
+    rc, out = runs["launcher"]
+    assert rc != 0
+    for entry_id in LAUNCHER_EXPECT:
+        R.assert_reproduced(out, entry_id)
