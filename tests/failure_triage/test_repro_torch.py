@@ -115,6 +115,9 @@ def reentrant_grad():
     torch.autograd.grad(y.sum(), x)
 case("reentrant_grad", reentrant_grad)
 
+# ZeRO-3 leaves a shape-[0] placeholder in .weight outside the engine's gather hooks
+case("embedding_placeholder_weight", lambda: torch.nn.functional.embedding(torch.tensor([0]), torch.empty(0)))
+case("bf16_input_fp32_weight", lambda: nn.Linear(2, 2)(torch.ones(1, 2, dtype=torch.bfloat16)))
 case("state_dict_prefix", lambda: nn.Linear(2, 2).load_state_dict(
     {"module.weight": torch.zeros(2, 2), "module.bias": torch.zeros(2)}))
 def fsdp2_full_state_dict():
@@ -183,6 +186,8 @@ SINGLE_EXPECT = {
     "ddp_frozen": ["torch-ddp-no-trainable-parameters"],
     "inplace": ["torch-inplace-modified-for-backward"],
     "reentrant_grad": ["torch-checkpoint-use-reentrant-incompatible"],
+    "embedding_placeholder_weight": ["torch-embedding-weight-not-2d"],
+    "bf16_input_fp32_weight": ["torch-matmul-dtype-mismatch"],
     "state_dict_prefix": ["torch-load-state-dict-mismatch"],
     "fsdp2_full_state_dict": ["torch-load-state-dict-mismatch", "torch-dtensor-mixed-with-tensor"],
     "fsdp1_on_cpu": ["torch-fsdp1-needs-accelerator"],
