@@ -179,6 +179,24 @@ def load_other_world_size():
     e.load_checkpoint(sys.argv[2], tag="step1")
 case("load_other_world_size", load_other_world_size)
 
+Z1 = {**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}
+def duplicate_param():
+    m = model()
+    opt = sgd(m)
+    opt.param_groups.append({**opt.param_groups[0], "params": [m.weight]})
+    deepspeed.initialize(model=m, optimizer=opt, config=Z1)
+case("duplicate_param", duplicate_param)
+case("universal_without_latest", lambda: init({**B, "checkpoint": {"load_universal": True}}, sgd).load_checkpoint(tempfile.mkdtemp()))
+def save_16bit_zero3():
+    e = init({**B, "zero_optimization": {"stage": 3}, "zero_allow_untested_optimizer": True}, sgd)
+    print("SAVE RESULT", e.save_16bit_model(tempfile.mkdtemp()), flush=True)
+case("save_16bit_zero3", save_16bit_zero3)
+def resume_other_precision():
+    d = tempfile.mkdtemp()
+    init({**Z1, "bf16": {"enabled": True}}, sgd).save_checkpoint(d, tag="t")
+    init({**Z1, "fp16": {"enabled": True}}, sgd).load_checkpoint(d, tag="t")
+case("resume_other_precision", resume_other_precision)
+
 def overflow_steps(engine, steps):
     for _ in range(steps):
         engine.backward(engine(torch.randn(1, 4).half()).float().sum() * float("inf"))
@@ -207,6 +225,10 @@ ENGINE_EXPECT = {
     "fp16_unfused_overflow": ["deepspeed-fp16-unfused-grad-overflow"],
     "fp16_zero_overflow_to_min": ["deepspeed-fp16-overflow-skip", "deepspeed-loss-scale-at-minimum"],
     "no_launcher_env": ["deepspeed-mpi-discovery-no-mpi4py"],
+    "duplicate_param": ["deepspeed-duplicate-param-in-groups"],
+    "universal_without_latest": ["deepspeed-universal-latest-missing"],
+    "save_16bit_zero3": ["deepspeed-save-16bit-not-gathered"],
+    "resume_other_precision": ["deepspeed-optim-states-file-missing"],
 }
 
 LAUNCHER_SCRIPT = r'''

@@ -96,6 +96,17 @@ def ddp_find_unused_not_needed():
     m = nn.parallel.DistributedDataParallel(nn.Linear(2, 2), find_unused_parameters=True)
     m(torch.randn(1, 2)).sum().backward()
 case("ddp_find_unused_not_needed", ddp_find_unused_not_needed)
+def ddp_shared_layer_reentrant_checkpoint():
+    from torch.utils.checkpoint import checkpoint
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(2, 2)
+        def forward(self, x):
+            return checkpoint(self.l, checkpoint(self.l, x, use_reentrant=True), use_reentrant=True)
+    m = nn.parallel.DistributedDataParallel(Shared(), find_unused_parameters=True)
+    m(torch.randn(1, 2, requires_grad=True)).sum().backward()
+case("ddp_shared_layer_reentrant_checkpoint", ddp_shared_layer_reentrant_checkpoint)
 def ddp_frozen():
     m = nn.Linear(2, 2)
     for p in m.parameters():
@@ -184,6 +195,7 @@ SINGLE_EXPECT = {
     "ddp_unused": ["torch-ddp-unused-parameters"],
     "ddp_find_unused_not_needed": ["torch-ddp-find-unused-not-needed"],
     "ddp_frozen": ["torch-ddp-no-trainable-parameters"],
+    "ddp_shared_layer_reentrant_checkpoint": ["torch-ddp-mark-variable-ready-twice"],
     "inplace": ["torch-inplace-modified-for-backward"],
     "reentrant_grad": ["torch-checkpoint-use-reentrant-incompatible"],
     "embedding_placeholder_weight": ["torch-embedding-weight-not-2d"],
@@ -242,7 +254,7 @@ dist.monitored_barrier(timeout=datetime.timedelta(seconds=3))
 }
 JOB_ENV = {"collective_mismatch": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}
 JOB_EXPECT = {
-    "peer_raises": ["torch-gloo-connection-closed-by-peer", "torch-elastic-sending-sigterm",
+    "peer_raises": ["torch-gloo-peer-connection-lost", "torch-elastic-sending-sigterm",
                     "torch-elastic-worker-failed-exitcode", "torch-elastic-child-failed-error",
                     "torch-elastic-root-cause-header", "torch-elastic-summary-sigterm",
                     "torch-elastic-traceback-hint", "torch-elastic-omp-num-threads"],
