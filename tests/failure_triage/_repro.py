@@ -6,8 +6,9 @@ checks that the signature catalog recognises the exact text:
 
 - some cleaned output line matches the entry's ``pattern``;
 - on that line, the entry is the FIRST matching entry of the whole catalog in
-  a deterministic order (catalog files sorted by name, entries in file order),
-  so a broader entry elsewhere cannot shadow it.
+  the order triage_log.py uses (root entries, then cascade, then warning; inside
+  a role, catalog files sorted by name and entries in file order), so a broader
+  entry elsewhere cannot shadow it.
 
 Line cleaning mirrors what triage_log.py does before matching: ANSI escape
 codes and carriage returns removed, then one leading ``[rankN]:`` /
@@ -71,8 +72,17 @@ def entry(entry_id: str) -> dict:
     raise KeyError(f"no catalog entry {entry_id!r}")
 
 
+_ROLE_ORDER = {"root": 0, "cascade": 1, "warning": 2}
+
+
+@lru_cache(maxsize=1)
+def _ordered() -> tuple[dict, ...]:
+    """Match order of triage_log.py: root entries, then cascade, then warning; file order inside."""
+    return tuple(sorted(catalog(), key=lambda e: _ROLE_ORDER[e["role"]]))
+
+
 def first_match(line: str) -> dict | None:
-    for e in catalog():
+    for e in _ordered():
         if e["_re"].search(line):
             return e
     return None

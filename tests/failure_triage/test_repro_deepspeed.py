@@ -89,30 +89,30 @@ def no_ninja():
 case("no_ninja", no_ninja)
 '''
 
-CONFIG_EXPECT = {
-    "batch_mismatch": ["deepspeed-batch-size-mismatch"],
-    "batch_missing": ["deepspeed-batch-size-missing"],
-    "batch_zero": ["deepspeed-batch-size-not-positive"],
-    "auto_values": ["deepspeed-config-auto-unresolved"],
-    "fp16_bf16": ["deepspeed-fp16-and-bf16-enabled"],
-    "zero_extra_key": ["deepspeed-config-validation-error"],
-    "comm_dtype": ["deepspeed-communication-data-type-invalid"],
-    "allreduce_sum_z3": ["deepspeed-allreduce-sum-unsupported"],
-    "allreduce_bad": ["deepspeed-allreduce-op-invalid"],
-    "tag_validation": ["deepspeed-checkpoint-tag-validation-invalid"],
-    "parallel_write": ["deepspeed-checkpoint-parallel-write-invalid"],
-    "bf16_master_nozero": ["deepspeed-master-weights-need-zero"],
-    "bf16_opt_states": ["deepspeed-bf16-optimizer-states-need-master"],
-    "removed_amp": ["deepspeed-removed-amp"],
-    "removed_mics": ["deepspeed-removed-config-block"],
-    "autocast_dtype": ["deepspeed-autocast-dtype-invalid"],
-    "duplicate_keys": ["deepspeed-config-duplicate-keys"],
-    "hjson_syntax": ["deepspeed-config-hjson-syntax"],
-    "missing_path": ["deepspeed-config-path-incorrect-padding"],
-    "zero_to_fp32_empty": ["deepspeed-zero-to-fp32-no-checkpoint"],
-    "bad_hostfile": ["deepspeed-launcher-bad-hostfile"],
-    "no_ninja": ["torch-cpp-extension-ninja-missing", "deepspeed-op-ninja-missing"],
-}
+CONFIG_PARAMS = [
+    pytest.param("config", "batch_mismatch", marks=pytest.mark.reproduces("deepspeed-batch-size-mismatch"), id="batch_mismatch"),
+    pytest.param("config", "batch_missing", marks=pytest.mark.reproduces("deepspeed-batch-size-missing"), id="batch_missing"),
+    pytest.param("config", "batch_zero", marks=pytest.mark.reproduces("deepspeed-batch-size-not-positive"), id="batch_zero"),
+    pytest.param("config", "auto_values", marks=pytest.mark.reproduces("deepspeed-config-auto-unresolved"), id="auto_values"),
+    pytest.param("config", "fp16_bf16", marks=pytest.mark.reproduces("deepspeed-fp16-and-bf16-enabled"), id="fp16_bf16"),
+    pytest.param("config", "zero_extra_key", marks=pytest.mark.reproduces("deepspeed-config-validation-error"), id="zero_extra_key"),
+    pytest.param("config", "comm_dtype", marks=pytest.mark.reproduces("deepspeed-communication-data-type-invalid"), id="comm_dtype"),
+    pytest.param("config", "allreduce_sum_z3", marks=pytest.mark.reproduces("deepspeed-allreduce-sum-unsupported"), id="allreduce_sum_z3"),
+    pytest.param("config", "allreduce_bad", marks=pytest.mark.reproduces("deepspeed-allreduce-op-invalid"), id="allreduce_bad"),
+    pytest.param("config", "tag_validation", marks=pytest.mark.reproduces("deepspeed-checkpoint-tag-validation-invalid"), id="tag_validation"),
+    pytest.param("config", "parallel_write", marks=pytest.mark.reproduces("deepspeed-checkpoint-parallel-write-invalid"), id="parallel_write"),
+    pytest.param("config", "bf16_master_nozero", marks=pytest.mark.reproduces("deepspeed-master-weights-need-zero"), id="bf16_master_nozero"),
+    pytest.param("config", "bf16_opt_states", marks=pytest.mark.reproduces("deepspeed-bf16-optimizer-states-need-master"), id="bf16_opt_states"),
+    pytest.param("config", "removed_amp", marks=pytest.mark.reproduces("deepspeed-removed-amp"), id="removed_amp"),
+    pytest.param("config", "removed_mics", marks=pytest.mark.reproduces("deepspeed-removed-config-block"), id="removed_mics"),
+    pytest.param("config", "autocast_dtype", marks=pytest.mark.reproduces("deepspeed-autocast-dtype-invalid"), id="autocast_dtype"),
+    pytest.param("config", "duplicate_keys", marks=pytest.mark.reproduces("deepspeed-config-duplicate-keys"), id="duplicate_keys"),
+    pytest.param("config", "hjson_syntax", marks=pytest.mark.reproduces("deepspeed-config-hjson-syntax"), id="hjson_syntax"),
+    pytest.param("config", "missing_path", marks=pytest.mark.reproduces("deepspeed-config-path-incorrect-padding"), id="missing_path"),
+    pytest.param("config", "zero_to_fp32_empty", marks=pytest.mark.reproduces("deepspeed-zero-to-fp32-no-checkpoint"), id="zero_to_fp32_empty"),
+    pytest.param("config", "bad_hostfile", marks=pytest.mark.reproduces("deepspeed-launcher-bad-hostfile"), id="bad_hostfile"),
+    pytest.param("config", "no_ninja", marks=pytest.mark.reproduces("torch-cpp-extension-ninja-missing", "deepspeed-op-ninja-missing"), id="no_ninja"),
+]
 
 # Written by 2 ranks, loaded by 1 (world size change with ZeRO optimizer state).
 SAVE_2_RANKS = _NO_SHM_OP + r'''
@@ -208,28 +208,28 @@ case("fp16_zero_overflow_to_min", lambda: overflow_steps(init(
      "fp16": {"enabled": True, "initial_scale_power": 1, "min_loss_scale": 1, "hysteresis": 1}}, sgd), 4))
 '''
 
-ENGINE_EXPECT = {
-    "no_local_rank": ["deepspeed-local-rank-env-missing"],
-    "local_rank_mismatch": ["deepspeed-local-rank-mismatch"],
-    "no_config": ["deepspeed-config-not-given"],
-    "no_model": ["deepspeed-initialize-no-model"],
-    "bad_optimizer": ["deepspeed-optimizer-unsupported"],
-    "zero_no_optimizer": ["deepspeed-zero-requires-optimizer"],
-    "zero_untested": ["deepspeed-zero-untested-optimizer"],
-    "zero_untested_allowed": ["deepspeed-zero-untested-optimizer-warning"],
-    "config_path": ["deepspeed-config-path-not-found"],
-    "backward_without_optimizer": ["deepspeed-no-optimizer-for-backward-or-step"],
-    "consolidated_on_stage1": ["deepspeed-consolidated-state-dict-needs-zero3"],
-    "load_without_latest": ["deepspeed-load-checkpoint-latest-missing"],
-    "load_other_world_size": ["deepspeed-load-dp-world-size-changed"],
-    "fp16_unfused_overflow": ["deepspeed-fp16-unfused-grad-overflow"],
-    "fp16_zero_overflow_to_min": ["deepspeed-fp16-overflow-skip", "deepspeed-loss-scale-at-minimum"],
-    "no_launcher_env": ["deepspeed-mpi-discovery-no-mpi4py"],
-    "duplicate_param": ["deepspeed-duplicate-param-in-groups"],
-    "universal_without_latest": ["deepspeed-universal-latest-missing"],
-    "save_16bit_zero3": ["deepspeed-save-16bit-not-gathered"],
-    "resume_other_precision": ["deepspeed-optim-states-file-missing"],
-}
+ENGINE_PARAMS = [
+    pytest.param("engine", "no_local_rank", marks=pytest.mark.reproduces("deepspeed-local-rank-env-missing"), id="no_local_rank"),
+    pytest.param("engine", "local_rank_mismatch", marks=pytest.mark.reproduces("deepspeed-local-rank-mismatch"), id="local_rank_mismatch"),
+    pytest.param("engine", "no_config", marks=pytest.mark.reproduces("deepspeed-config-not-given"), id="no_config"),
+    pytest.param("engine", "no_model", marks=pytest.mark.reproduces("deepspeed-initialize-no-model"), id="no_model"),
+    pytest.param("engine", "bad_optimizer", marks=pytest.mark.reproduces("deepspeed-optimizer-unsupported"), id="bad_optimizer"),
+    pytest.param("engine", "zero_no_optimizer", marks=pytest.mark.reproduces("deepspeed-zero-requires-optimizer"), id="zero_no_optimizer"),
+    pytest.param("engine", "zero_untested", marks=pytest.mark.reproduces("deepspeed-zero-untested-optimizer"), id="zero_untested"),
+    pytest.param("engine", "zero_untested_allowed", marks=pytest.mark.reproduces("deepspeed-zero-untested-optimizer-warning"), id="zero_untested_allowed"),
+    pytest.param("engine", "config_path", marks=pytest.mark.reproduces("deepspeed-config-path-not-found"), id="config_path"),
+    pytest.param("engine", "backward_without_optimizer", marks=pytest.mark.reproduces("deepspeed-no-optimizer-for-backward-or-step"), id="backward_without_optimizer"),
+    pytest.param("engine", "consolidated_on_stage1", marks=pytest.mark.reproduces("deepspeed-consolidated-state-dict-needs-zero3"), id="consolidated_on_stage1"),
+    pytest.param("engine", "load_without_latest", marks=pytest.mark.reproduces("deepspeed-load-checkpoint-latest-missing"), id="load_without_latest"),
+    pytest.param("engine", "load_other_world_size", marks=pytest.mark.reproduces("deepspeed-load-dp-world-size-changed"), id="load_other_world_size"),
+    pytest.param("engine", "fp16_unfused_overflow", marks=pytest.mark.reproduces("deepspeed-fp16-unfused-grad-overflow"), id="fp16_unfused_overflow"),
+    pytest.param("engine", "fp16_zero_overflow_to_min", marks=pytest.mark.reproduces("deepspeed-fp16-overflow-skip", "deepspeed-loss-scale-at-minimum"), id="fp16_zero_overflow_to_min"),
+    pytest.param("engine", "no_launcher_env", marks=pytest.mark.reproduces("deepspeed-mpi-discovery-no-mpi4py"), id="no_launcher_env"),
+    pytest.param("engine", "duplicate_param", marks=pytest.mark.reproduces("deepspeed-duplicate-param-in-groups"), id="duplicate_param"),
+    pytest.param("engine", "universal_without_latest", marks=pytest.mark.reproduces("deepspeed-universal-latest-missing"), id="universal_without_latest"),
+    pytest.param("engine", "save_16bit_zero3", marks=pytest.mark.reproduces("deepspeed-save-16bit-not-gathered"), id="save_16bit_zero3"),
+    pytest.param("engine", "resume_other_precision", marks=pytest.mark.reproduces("deepspeed-optim-states-file-missing"), id="resume_other_precision"),
+]
 
 LAUNCHER_SCRIPT = r'''
 import argparse
@@ -237,8 +237,6 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float, default=0.1)
 parser.parse_args()
 '''
-LAUNCHER_EXPECT = ["deepspeed-launcher-no-hostfile", "deepspeed-launcher-local-rank-arg-unrecognized",
-                   "deepspeed-launcher-killing-subprocess", "deepspeed-launcher-exits-with-return-code"]
 
 
 def _launcher_run() -> tuple[int, str]:
@@ -272,13 +270,14 @@ def runs():
                 "launcher": launcher.result()}
 
 
-def _params(expect: dict[str, list[str]], group: str):
-    return [pytest.param(group, name, ids, marks=pytest.mark.reproduces(*ids), id=name)
-            for name, ids in expect.items()]
+def _ids(request) -> tuple[str, ...]:
+    """The catalog ids a test provokes: the arguments of its `reproduces` mark (one source of truth)."""
+    return request.node.get_closest_marker("reproduces").args
 
 
-@pytest.mark.parametrize("group,name,ids", _params(CONFIG_EXPECT, "config") + _params(ENGINE_EXPECT, "engine"))
-def test_case_reproduces_entries(runs, group, name, ids):
+@pytest.mark.parametrize("group,name", CONFIG_PARAMS + ENGINE_PARAMS)
+def test_case_reproduces_entries(runs, group, name, request):
+    ids = _ids(request)
     text = runs[group].get(name)
     assert text is not None, f"case {name} did not run; cases seen: {sorted(runs[group])}"
     if not any(R.entry(i)["role"] == "warning" for i in ids):
@@ -292,9 +291,9 @@ def test_load_without_latest_starts_from_scratch(runs):
     assert "LOAD RESULT (None, None)" in runs["engine"]["load_without_latest"]
 
 
-@pytest.mark.reproduces(*LAUNCHER_EXPECT)
-def test_deepspeed_launcher_cascade(runs):
+@pytest.mark.reproduces("deepspeed-launcher-no-hostfile", "deepspeed-launcher-local-rank-arg-unrecognized", "deepspeed-launcher-killing-subprocess", "deepspeed-launcher-exits-with-return-code")
+def test_deepspeed_launcher_cascade(runs, request):
     rc, out = runs["launcher"]
     assert rc != 0
-    for entry_id in LAUNCHER_EXPECT:
+    for entry_id in _ids(request):
         R.assert_reproduced(out, entry_id)

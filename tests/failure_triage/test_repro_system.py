@@ -38,10 +38,15 @@ if dist.get_rank() == 1:
 dist.all_reduce(torch.ones(2))
 """
 DEATHS = {
-    "sigkill": ("os.kill(os.getpid(), signal.SIGKILL)", ["os-sigkill-oom-killer", "torch-gloo-peer-connection-lost"]),
-    "sigsegv": ("ctypes.string_at(0)", ["os-segfault"]),
-    "sigbus": ("os.kill(os.getpid(), signal.SIGBUS)", ["os-sigbus-shared-memory"]),
+    "sigkill": "os.kill(os.getpid(), signal.SIGKILL)",
+    "sigsegv": "ctypes.string_at(0)",
+    "sigbus": "os.kill(os.getpid(), signal.SIGBUS)",
 }
+DEATH_PARAMS = [
+    pytest.param("sigkill", marks=pytest.mark.reproduces("os-sigkill-oom-killer", "torch-gloo-peer-connection-lost"), id="sigkill"),
+    pytest.param("sigsegv", marks=pytest.mark.reproduces("os-segfault"), id="sigsegv"),
+    pytest.param("sigbus", marks=pytest.mark.reproduces("os-sigbus-shared-memory"), id="sigbus"),
+]
 
 OS_CASES = R.CASE_PRELUDE + r'''
 import os, resource, signal, socket
@@ -82,21 +87,20 @@ def fd_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 case("fd_limit", fd_limit)
 '''
-OS_EXPECT = {
-    "dataloader_sigbus": ["torch-dataloader-bus-error-shm", "torch-dataloader-worker-killed"],
-    "dataloader_sigkill": ["torch-dataloader-worker-killed"],
-    "port_taken": ["os-address-in-use"],
-    "disk_full": ["os-no-space-left"],
-    "torch_save_disk_full": ["torch-save-file-write-failed"],
-    "fd_limit": ["os-too-many-open-files"],
-}
+OS_PARAMS = [
+    pytest.param("dataloader_sigbus", marks=pytest.mark.reproduces("torch-dataloader-bus-error-shm", "torch-dataloader-worker-killed"), id="dataloader_sigbus"),
+    pytest.param("dataloader_sigkill", marks=pytest.mark.reproduces("torch-dataloader-worker-killed"), id="dataloader_sigkill"),
+    pytest.param("port_taken", marks=pytest.mark.reproduces("os-address-in-use"), id="port_taken"),
+    pytest.param("disk_full", marks=pytest.mark.reproduces("os-no-space-left"), id="disk_full"),
+    pytest.param("torch_save_disk_full", marks=pytest.mark.reproduces("torch-save-file-write-failed"), id="torch_save_disk_full"),
+    pytest.param("fd_limit", marks=pytest.mark.reproduces("os-too-many-open-files"), id="fd_limit"),
+]
 
 SHELL = 'sh -c "kill -9 \\$\\$"; sh -c "kill -BUS \\$\\$"; sh -c "kill -SEGV \\$\\$"; true'
-SHELL_EXPECT = ["os-shell-killed", "os-sigbus-shared-memory", "os-segfault"]
 
 
 def _death(name: str) -> tuple[int, str]:
-    how, _ = DEATHS[name]
+    how = DEATHS[name]
     return R.run_torchrun(_DIE.format(how=how), nproc=2, timeout=300, extra_args=["--monitor-interval=1"])
 
 
@@ -115,18 +119,23 @@ def runs():
                 "cases": R.split_cases(cases.result()[1]), "shell": shell.result()}
 
 
-@pytest.mark.parametrize("name,ids", [pytest.param(n, i, marks=pytest.mark.reproduces(*i), id=n)
-                                      for n, (_, i) in DEATHS.items()])
-def test_worker_killed_by_signal(runs, name, ids):
+def _ids(request) -> tuple[str, ...]:
+    """The catalog ids a test provokes: the arguments of its `reproduces` mark (one source of truth)."""
+    return request.node.get_closest_marker("reproduces").args
+
+
+@pytest.mark.parametrize("name", DEATH_PARAMS)
+def test_worker_killed_by_signal(runs, name, request):
+    ids = _ids(request)
     rc, out = runs["deaths"][name]
     assert rc != 0, out[-3000:]
     for entry_id in ids:
         R.assert_reproduced(out, entry_id)
 
 
-@pytest.mark.parametrize("name,ids", [pytest.param(n, i, marks=pytest.mark.reproduces(*i), id=n)
-                                      for n, i in OS_EXPECT.items()])
-def test_os_case(runs, name, ids):
+@pytest.mark.parametrize("name", OS_PARAMS)
+def test_os_case(runs, name, request):
+    ids = _ids(request)
     text = runs["cases"].get(name)
     assert text is not None, f"case {name} did not run; cases seen: {sorted(runs['cases'])}"
     assert "NOERROR" not in text.splitlines(), text[-2000:]
@@ -134,8 +143,8 @@ def test_os_case(runs, name, ids):
         R.assert_reproduced(text, entry_id)
 
 
-@pytest.mark.reproduces(*SHELL_EXPECT)
-def test_shell_reports_signalled_child(runs):
+@pytest.mark.reproduces("os-shell-killed", "os-sigbus-shared-memory", "os-segfault")
+def test_shell_reports_signalled_child(runs, request):
     _, out = runs["shell"]
-    for entry_id in SHELL_EXPECT:
+    for entry_id in _ids(request):
         R.assert_reproduced(out, entry_id)

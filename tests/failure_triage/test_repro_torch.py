@@ -175,43 +175,43 @@ def ninja_missing():
 case("ninja_missing", ninja_missing)
 '''
 
-SINGLE_EXPECT = {
-    "env_not_set": ["torch-env-var-not-set"],
-    "no_default_pg": ["torch-default-pg-not-initialized"],
-    "nccl_not_built": ["torch-nccl-not-built"],
-    "no_cuda": ["torch-not-compiled-with-cuda"],
-    "unknown_backend": ["torch-unknown-backend"],
-    "port_in_use": ["torch-store-port-in-use"],
-    "clients_timeout": ["torch-store-clients-timeout"],
-    "client_connect_timeout": ["torch-store-client-connect-retrying", "torch-store-client-connect-timeout"],
-    "host_not_resolved": ["torch-store-host-not-resolved"],
-    "cpp_build_error": ["torch-cpp-extension-build-error", "os-ninja-build-stopped"],
-    "cuda_home_unset": ["torch-cpp-extension-cuda-home-unset"],
-    "init_twice": ["torch-pg-initialized-twice"],
-    "invalid_root": ["torch-gloo-invalid-root-rank"],
-    "complex_max": ["torch-allreduce-op-on-complex"],
-    "new_group_too_big": ["torch-new-group-too-large"],
-    "mesh_too_big": ["torch-device-mesh-too-large"],
-    "ddp_unused": ["torch-ddp-unused-parameters"],
-    "ddp_find_unused_not_needed": ["torch-ddp-find-unused-not-needed"],
-    "ddp_frozen": ["torch-ddp-no-trainable-parameters"],
-    "ddp_shared_layer_reentrant_checkpoint": ["torch-ddp-mark-variable-ready-twice"],
-    "inplace": ["torch-inplace-modified-for-backward"],
-    "reentrant_grad": ["torch-checkpoint-use-reentrant-incompatible"],
-    "embedding_placeholder_weight": ["torch-embedding-weight-not-2d"],
-    "bf16_input_fp32_weight": ["torch-matmul-dtype-mismatch"],
-    "state_dict_prefix": ["torch-load-state-dict-mismatch"],
-    "fsdp2_full_state_dict": ["torch-load-state-dict-mismatch", "torch-dtensor-mixed-with-tensor"],
-    "fsdp1_on_cpu": ["torch-fsdp1-needs-accelerator"],
-    "dcp_missing_key": ["torch-dcp-checkpoint-exception", "torch-dcp-missing-key"],
-    "dcp_size_mismatch": ["torch-dcp-size-mismatch"],
-    "dcp_no_metadata": ["torch-dcp-metadata-not-found"],
-    "weights_only": ["torch-load-weights-only"],
-    "truncated": ["torch-load-truncated-archive"],
-    "lfs_pointer": ["python-unpickling-invalid-load-key"],
-    "cpu_oom": ["torch-cpu-allocator-oom"],
-    "ninja_missing": ["torch-cpp-extension-ninja-missing"],
-}
+SINGLE_PARAMS = [
+    pytest.param("env_not_set", marks=pytest.mark.reproduces("torch-env-var-not-set"), id="env_not_set"),
+    pytest.param("no_default_pg", marks=pytest.mark.reproduces("torch-default-pg-not-initialized"), id="no_default_pg"),
+    pytest.param("nccl_not_built", marks=pytest.mark.reproduces("torch-nccl-not-built"), id="nccl_not_built"),
+    pytest.param("no_cuda", marks=pytest.mark.reproduces("torch-not-compiled-with-cuda"), id="no_cuda"),
+    pytest.param("unknown_backend", marks=pytest.mark.reproduces("torch-unknown-backend"), id="unknown_backend"),
+    pytest.param("port_in_use", marks=pytest.mark.reproduces("torch-store-port-in-use"), id="port_in_use"),
+    pytest.param("clients_timeout", marks=pytest.mark.reproduces("torch-store-clients-timeout"), id="clients_timeout"),
+    pytest.param("client_connect_timeout", marks=pytest.mark.reproduces("torch-store-client-connect-retrying", "torch-store-client-connect-timeout"), id="client_connect_timeout"),
+    pytest.param("host_not_resolved", marks=pytest.mark.reproduces("torch-store-host-not-resolved"), id="host_not_resolved"),
+    pytest.param("cpp_build_error", marks=pytest.mark.reproduces("torch-cpp-extension-build-error", "os-ninja-build-stopped"), id="cpp_build_error"),
+    pytest.param("cuda_home_unset", marks=pytest.mark.reproduces("torch-cpp-extension-cuda-home-unset"), id="cuda_home_unset"),
+    pytest.param("init_twice", marks=pytest.mark.reproduces("torch-pg-initialized-twice"), id="init_twice"),
+    pytest.param("invalid_root", marks=pytest.mark.reproduces("torch-gloo-invalid-root-rank"), id="invalid_root"),
+    pytest.param("complex_max", marks=pytest.mark.reproduces("torch-allreduce-op-on-complex"), id="complex_max"),
+    pytest.param("new_group_too_big", marks=pytest.mark.reproduces("torch-new-group-too-large"), id="new_group_too_big"),
+    pytest.param("mesh_too_big", marks=pytest.mark.reproduces("torch-device-mesh-too-large"), id="mesh_too_big"),
+    pytest.param("ddp_unused", marks=pytest.mark.reproduces("torch-ddp-unused-parameters"), id="ddp_unused"),
+    pytest.param("ddp_find_unused_not_needed", marks=pytest.mark.reproduces("torch-ddp-find-unused-not-needed"), id="ddp_find_unused_not_needed"),
+    pytest.param("ddp_frozen", marks=pytest.mark.reproduces("torch-ddp-no-trainable-parameters"), id="ddp_frozen"),
+    pytest.param("ddp_shared_layer_reentrant_checkpoint", marks=pytest.mark.reproduces("torch-ddp-mark-variable-ready-twice"), id="ddp_shared_layer_reentrant_checkpoint"),
+    pytest.param("inplace", marks=pytest.mark.reproduces("torch-inplace-modified-for-backward"), id="inplace"),
+    pytest.param("reentrant_grad", marks=pytest.mark.reproduces("torch-checkpoint-use-reentrant-incompatible"), id="reentrant_grad"),
+    pytest.param("embedding_placeholder_weight", marks=pytest.mark.reproduces("torch-embedding-weight-not-2d"), id="embedding_placeholder_weight"),
+    pytest.param("bf16_input_fp32_weight", marks=pytest.mark.reproduces("torch-matmul-dtype-mismatch"), id="bf16_input_fp32_weight"),
+    pytest.param("state_dict_prefix", marks=pytest.mark.reproduces("torch-load-state-dict-mismatch"), id="state_dict_prefix"),
+    pytest.param("fsdp2_full_state_dict", marks=pytest.mark.reproduces("torch-load-state-dict-mismatch", "torch-dtensor-mixed-with-tensor"), id="fsdp2_full_state_dict"),
+    pytest.param("fsdp1_on_cpu", marks=pytest.mark.reproduces("torch-fsdp1-needs-accelerator"), id="fsdp1_on_cpu"),
+    pytest.param("dcp_missing_key", marks=pytest.mark.reproduces("torch-dcp-checkpoint-exception", "torch-dcp-missing-key"), id="dcp_missing_key"),
+    pytest.param("dcp_size_mismatch", marks=pytest.mark.reproduces("torch-dcp-size-mismatch"), id="dcp_size_mismatch"),
+    pytest.param("dcp_no_metadata", marks=pytest.mark.reproduces("torch-dcp-metadata-not-found"), id="dcp_no_metadata"),
+    pytest.param("weights_only", marks=pytest.mark.reproduces("torch-load-weights-only"), id="weights_only"),
+    pytest.param("truncated", marks=pytest.mark.reproduces("torch-load-truncated-archive"), id="truncated"),
+    pytest.param("lfs_pointer", marks=pytest.mark.reproduces("python-unpickling-invalid-load-key"), id="lfs_pointer"),
+    pytest.param("cpu_oom", marks=pytest.mark.reproduces("torch-cpu-allocator-oom"), id="cpu_oom"),
+    pytest.param("ninja_missing", marks=pytest.mark.reproduces("torch-cpp-extension-ninja-missing"), id="ninja_missing"),
+]
 
 # Multi-rank jobs: the process group comes up with a generous timeout (a busy machine may
 # start the ranks seconds apart); short timeouts go on a second group made for the failure.
@@ -253,16 +253,13 @@ dist.monitored_barrier(timeout=datetime.timedelta(seconds=3))
 """, []),
 }
 JOB_ENV = {"collective_mismatch": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}
-JOB_EXPECT = {
-    "peer_raises": ["torch-gloo-peer-connection-lost", "torch-elastic-sending-sigterm",
-                    "torch-elastic-worker-failed-exitcode", "torch-elastic-child-failed-error",
-                    "torch-elastic-root-cause-header", "torch-elastic-summary-sigterm",
-                    "torch-elastic-traceback-hint", "torch-elastic-omp-num-threads"],
-    "peer_hangs": ["torch-gloo-timeout"],
-    "ddp_model_differs": ["torch-ddp-model-differs-across-ranks"],
-    "collective_mismatch": ["torch-collective-mismatch-detected"],
-    "monitored_barrier": ["torch-monitored-barrier-failed"],
-}
+JOB_PARAMS = [
+    pytest.param("peer_raises", marks=pytest.mark.reproduces("torch-gloo-peer-connection-lost", "torch-elastic-sending-sigterm", "torch-elastic-worker-failed-exitcode", "torch-elastic-child-failed-error", "torch-elastic-root-cause-header", "torch-elastic-summary-sigterm", "torch-elastic-traceback-hint", "torch-elastic-omp-num-threads"), id="peer_raises"),
+    pytest.param("peer_hangs", marks=pytest.mark.reproduces("torch-gloo-timeout"), id="peer_hangs"),
+    pytest.param("ddp_model_differs", marks=pytest.mark.reproduces("torch-ddp-model-differs-across-ranks"), id="ddp_model_differs"),
+    pytest.param("collective_mismatch", marks=pytest.mark.reproduces("torch-collective-mismatch-detected"), id="collective_mismatch"),
+    pytest.param("monitored_barrier", marks=pytest.mark.reproduces("torch-monitored-barrier-failed"), id="monitored_barrier"),
+]
 
 
 def _job(name: str) -> tuple[int, str]:
@@ -319,9 +316,14 @@ def runs():
                 "rdzv": rdzv.result(), "agent": agent.result()}
 
 
-@pytest.mark.parametrize("name,ids", [pytest.param(n, i, marks=pytest.mark.reproduces(*i), id=n)
-                                      for n, i in SINGLE_EXPECT.items()])
-def test_single_process_case(runs, name, ids):
+def _ids(request) -> tuple[str, ...]:
+    """The catalog ids a test provokes: the arguments of its `reproduces` mark (one source of truth)."""
+    return request.node.get_closest_marker("reproduces").args
+
+
+@pytest.mark.parametrize("name", SINGLE_PARAMS)
+def test_single_process_case(runs, name, request):
+    ids = _ids(request)
     text = runs["single"].get(name)
     assert text is not None, f"case {name} did not run; cases seen: {sorted(runs['single'])}"
     if not any(R.entry(i)["role"] == "warning" for i in ids):
@@ -330,9 +332,9 @@ def test_single_process_case(runs, name, ids):
         R.assert_reproduced(text, entry_id)
 
 
-@pytest.mark.parametrize("name,ids", [pytest.param(n, i, marks=pytest.mark.reproduces(*i), id=n)
-                                      for n, i in JOB_EXPECT.items()])
-def test_torchrun_job(runs, name, ids):
+@pytest.mark.parametrize("name", JOB_PARAMS)
+def test_torchrun_job(runs, name, request):
+    ids = _ids(request)
     rc, out = runs["jobs"][name]
     assert rc != 0, out[-3000:]
     for entry_id in ids:
