@@ -197,6 +197,16 @@ def resume_other_precision():
     init({**Z1, "fp16": {"enabled": True}}, sgd).load_checkpoint(d, tag="t")
 case("resume_other_precision", resume_other_precision)
 
+def no_sync_zero2():
+    e = init({**B, "zero_optimization": {"stage": 2}, "zero_allow_untested_optimizer": True}, sgd)
+    with e.no_sync():
+        pass
+case("no_sync_zero2", no_sync_zero2)
+def backward_vector_loss():
+    e = init(B, sgd)
+    e.backward(e(torch.randn(1, 4)).squeeze(0))
+case("backward_vector_loss", backward_vector_loss)
+
 def overflow_steps(engine, steps):
     for _ in range(steps):
         engine.backward(engine(torch.randn(1, 4).half()).float().sum() * float("inf"))
@@ -209,6 +219,8 @@ case("fp16_zero_overflow_to_min", lambda: overflow_steps(init(
 '''
 
 ENGINE_PARAMS = [
+    pytest.param("engine", "no_sync_zero2", marks=pytest.mark.reproduces("deepspeed-no-sync-with-zero-partitioned-grads"), id="no_sync_zero2"),
+    pytest.param("engine", "backward_vector_loss", marks=pytest.mark.reproduces("deepspeed-backward-loss-not-scalar"), id="backward_vector_loss"),
     pytest.param("engine", "no_local_rank", marks=pytest.mark.reproduces("deepspeed-local-rank-env-missing"), id="no_local_rank"),
     pytest.param("engine", "local_rank_mismatch", marks=pytest.mark.reproduces("deepspeed-local-rank-mismatch"), id="local_rank_mismatch"),
     pytest.param("engine", "no_config", marks=pytest.mark.reproduces("deepspeed-config-not-given"), id="no_config"),
