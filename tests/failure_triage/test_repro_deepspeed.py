@@ -59,7 +59,6 @@ cases = {
     "parallel_write": {**B, "checkpoint": {"parallel_write": {"pipeline_stage": "yes"}}},
     "bf16_master_nozero": {**B, "bf16": {"enabled": True, "bf16_master_weights_and_grads": True}},
     "bf16_opt_states": {**B, "bf16": {"enabled": True, "bf16_optimizer_states": True}, "zero_optimization": {"stage": 1}},
-    "removed_amp": {**B, "amp": {"enabled": True, "opt_level": "O1"}},
     "removed_mics": {**B, "zero_optimization": {"stage": 3, "mics_shard_size": 8}},
     "autocast_dtype": {**B, "torch_autocast": {"enabled": True, "dtype": "float8"}},
 }
@@ -103,7 +102,6 @@ CONFIG_PARAMS = [
     pytest.param("config", "parallel_write", marks=pytest.mark.reproduces("deepspeed-checkpoint-parallel-write-invalid"), id="parallel_write"),
     pytest.param("config", "bf16_master_nozero", marks=pytest.mark.reproduces("deepspeed-master-weights-need-zero"), id="bf16_master_nozero"),
     pytest.param("config", "bf16_opt_states", marks=pytest.mark.reproduces("deepspeed-bf16-optimizer-states-need-master"), id="bf16_opt_states"),
-    pytest.param("config", "removed_amp", marks=pytest.mark.reproduces("deepspeed-removed-amp"), id="removed_amp"),
     pytest.param("config", "removed_mics", marks=pytest.mark.reproduces("deepspeed-removed-config-block"), id="removed_mics"),
     pytest.param("config", "autocast_dtype", marks=pytest.mark.reproduces("deepspeed-autocast-dtype-invalid"), id="autocast_dtype"),
     pytest.param("config", "duplicate_keys", marks=pytest.mark.reproduces("deepspeed-config-duplicate-keys"), id="duplicate_keys"),
