@@ -1,0 +1,102 @@
+"""Checks on the deepspeed / torch / system catalog files beyond the generic schema test.
+
+- every source template is a verbatim substring (bytes) of the named file in the pinned
+  install, and the catalog names the pinned version for pinned packages;
+- every example line, cleaned like a log line, is matched by its own pattern and the
+  entry is the first match in catalog order (no broader entry shadows it);
+- ids carry their library prefix; library, role and reference are from the fixed sets.
+"""
+from __future__ import annotations
+
+import re
+import sysconfig
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+def _load_repro():
+    import importlib.util
+    import sys
+    name = "failure_triage_repro"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_repro.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_repro = _load_repro()
+
+FILES = ("deepspeed.yaml", "torch.yaml", "system.yaml")
+SITE = Path(sysconfig.get_paths()["purelib"])
+PINNED = {"deepspeed": "0.19.8", "torch": "2.13.0"}
+LIBRARIES = {"deepspeed", "torch", "nccl", "cuda", "os", "python"}
+ROLES = {"root", "cascade", "warning"}
+REFERENCES = {"reading-logs", "startup-and-config", "runtime-errors", "hangs-and-timeouts", "out-of-memory",
+              "build-failures", "checkpoints-and-resume", "numerics", "generation-under-sharding", "multi-node"}
+KEYS = {"id", "library", "versions", "role", "pattern", "example", "source", "cause", "fix", "reference"}
+
+
+def _entries():
+    out = []
+    for name in FILES:
+        path = _repro.CATALOG_DIR / name
+        for e in yaml.safe_load(path.read_text(encoding="utf-8")):
+            out.append(pytest.param(e, id=e["id"]))
+    return out
+
+
+ENTRIES = _entries()
+
+
+def test_my_files_hold_enough_entries():
+    assert len(ENTRIES) >= 100
+
+
+def test_ids_unique_across_catalog():
+    ids = [e["id"] for e in _repro.catalog()]
+    dupes = {i for i in ids if ids.count(i) > 1}
+    assert not dupes
+
+
+@pytest.mark.parametrize("e", ENTRIES)
+def test_entry_shape(e):
+    assert set(e) == KEYS, set(e) ^ KEYS
+    assert e["library"] in LIBRARIES
+    assert e["role"] in ROLES
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", e["id"])
+    prefix = e["id"].split("-", 1)[0]
+    assert prefix == e["library"] or (prefix, e["library"]) == ("os", "python")
+    if e["library"] in PINNED:
+        assert PINNED[e["library"]] in str(e["versions"])
+    ref = e["reference"]
+    assert ref.startswith("sub-skills/failure-triage/references/") and ref.endswith(".md")
+    assert Path(ref).stem in REFERENCES
+    for key in ("cause", "fix", "example", "pattern"):
+        assert isinstance(e[key], str) and e[key].strip()
+
+
+@pytest.mark.parametrize("e", ENTRIES)
+def test_template_in_pinned_source(e):
+    src = e["source"]
+    if "cite" in src:
+        assert e["library"] not in PINNED or src["file"].endswith(".so"), "pinned libraries name a file"
+        assert len(src["cite"]) > 10
+        return
+    path = SITE / src["file"]
+    assert path.is_file(), path
+    assert src.get("function")
+    template = src["template"].encode("utf-8")
+    assert len(template) >= 8
+    assert template in path.read_bytes(), f"{src['template']!r} not in {src['file']}"
+
+
+@pytest.mark.parametrize("e", ENTRIES)
+def test_example_matches_and_is_not_shadowed(e):
+    line = _repro.clean_line(e["example"])
+    assert re.search(e["pattern"], line), (e["pattern"], line)
+    first = _repro.first_match(line)
+    assert first is not None and first["id"] == e["id"], f"shadowed by {first and first['id']}"
