@@ -69,7 +69,7 @@ def test_cli_json_carries_the_same_numbers(ds, gpus, nodes):
 def test_where_ours_differs_is_what_the_reference_says(ds):
     """references/memory-planning.md: ZeRO-2 model states equal DeepSpeed's GPU figure for bf16 +
     AdamW; ZeRO-3 differs by the 16-bit parameter partition (2P/N) and by counting the gathered
-    unit as 3*w*U instead of 4L."""
+    unit as 3*w*U instead of 4K (K: the largest module)."""
     z2, z3 = ds
     P, L, G = 6_738_415_616, 131_072_000, 8
     res = plan_json("--params", P, "--largest-layer-params", L, "--gpus-per-node", G)

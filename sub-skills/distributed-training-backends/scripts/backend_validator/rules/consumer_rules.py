@@ -6,11 +6,13 @@ optimizer when the DeepSpeed JSON has no ``optimizer`` block (family ``deepspeed
 ``zero_force_ds_cpu_optimizer`` is not false) it swaps the torch optimizer for
 DeepSpeedCPUAdam. DeepSpeed itself also reads the legacy ``cpu_offload`` flag. The model
 of both is backend_validator/consumer_model.py::client_optimizer_refused, checked against the
-real objects in tests/validator_ds/test_consumer_model.py.
+real objects in tests/validator_ds/test_consumer_model.py. Plain ``deepspeed.initialize`` gets the
+script's optimizer unswapped (ds-offload-client-optimizer; tests/validator_ds/test_offload_client_optimizer.py).
 """
 from __future__ import annotations
 
 from .. import consumer_model as M
+from .. import deepspeed as D
 from ..core import Context, rule
 
 SRC_PREPARE = "accelerate/accelerator.py::Accelerator._prepare_deepspeed"
@@ -56,6 +58,54 @@ def legacy_offload_client_optimizer(ctx: Context):
                          f"{ctx.consumer} swaps the script's torch optimizer for DeepSpeedCPUAdam only when "
                          "offload_optimizer.device is set, so DeepSpeed refuses the client optimizer "
                          "(ZeRORuntimeException)", "replace it with \"offload_optimizer\": {\"device\": \"cpu\"}")
+
+
+@rule(id="ds-offload-client-optimizer", severity="warning", family="deepspeed", consumers=("deepspeed",),
+      summary="optimizer offload without an 'optimizer' block: deepspeed.initialize refuses a torch optimizer "
+              "from the script",
+      source="deepspeed/runtime/engine.py::DeepSpeedEngine._configure_optimizer")
+def offload_client_optimizer(ctx: Context):
+    """With no ``optimizer`` block the script must hand its own optimizer to
+    ``deepspeed.initialize``. When ``offload_optimizer.device`` is cpu or nvme (or the legacy
+    ``cpu_offload: true``) the engine is on its CPU-optimizer path
+    (``DeepSpeedEngine.zero_use_cpu_optimizer``, the device alone decides) and, unless
+    ``zero_force_ds_cpu_optimizer`` is false, ``_configure_optimizer`` raises ZeRORuntimeException
+    ("ZeRO-Offload with a client provided optimizer") for anything but ``DeepSpeedCPUAdam`` /
+    ``DeepSpeedCPULion`` - a ``torch.optim.AdamW`` fails at every stage 1-3. A warning, since a
+    static check cannot see which optimizer the script passes. Plain DeepSpeed only: Accelerate
+    (and the Trainer through it) swaps torch Adam/AdamW for ``DeepSpeedCPUAdam`` first
+    (``accelerator.py::Accelerator._prepare_deepspeed``); the legacy key there is
+    ds-legacy-offload-client-optimizer, stage 0 is ds-offload-ignored.
+
+    Fails:
+
+    ```json
+    {"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+
+    Passes:
+
+    ```json
+    {"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    ```
+
+    Effect: cfg.optimizer_name is None and cfg.zero_force_ds_cpu_optimizer and cfg.zero_config.offload_optimizer.device == "cpu"
+    """
+    if not _client_optimizer(ctx) or not ctx.doc.get(("zero_force_ds_cpu_optimizer",), True):
+        return
+    st = D.zero_stage(ctx.doc, ctx.consumer)
+    dev = D.offload_device(ctx.doc, "offload_optimizer", ctx.consumer)
+    if st not in (1, 2, 3) or dev not in ("cpu", "nvme"):
+        return
+    z = ctx.doc.get(("zero_optimization",))
+    p = ("zero_optimization", "offload_optimizer", "device") if isinstance(z.get("offload_optimizer"), dict) \
+        else ("zero_optimization", "cpu_offload")
+    yield ctx.report(p, f"optimizer offload ({dev}) with no 'optimizer' block: the script's own optimizer goes "
+                     "to deepspeed.initialize, which refuses anything but DeepSpeedCPUAdam/DeepSpeedCPULion "
+                     "(ZeRORuntimeException: ZeRO-Offload with a client provided optimizer)",
+                     "add an 'optimizer' block, pass deepspeed.ops.adam.DeepSpeedCPUAdam from the script, or set "
+                     "\"zero_force_ds_cpu_optimizer\": false to keep a torch optimizer (it then steps on the CPU)")
 
 
 @rule(id="ds-offload-optimizer-null", severity="error", family="deepspeed",
