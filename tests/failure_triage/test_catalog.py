@@ -7,6 +7,7 @@ entries (NCCL, CUDA, the OS, packages that are not installed) name where the tex
 from __future__ import annotations
 
 import importlib.util
+import functools
 import re
 from pathlib import Path
 
@@ -108,6 +109,12 @@ def _package_root(top: str) -> Path:
     return Path(spec.origin).parent
 
 
+@functools.lru_cache(maxsize=4)
+def _library_bytes(path: Path) -> bytes:
+    """A compiled library read once per session (libtorch_cpu.so is several hundred MB)."""
+    return path.read_bytes()
+
+
 @pytest.mark.parametrize("where,e", ENTRIES, ids=[w for w, _ in ENTRIES])
 def test_source_template_is_verbatim_in_the_pinned_package(where, e):
     src = e["source"]
@@ -122,7 +129,7 @@ def test_source_template_is_verbatim_in_the_pinned_package(where, e):
     assert path.is_file(), f"{where}: {src['file']} not in the installed {top}"
     if path.suffix != ".py":
         # a message raised in C++: the template is searched in the compiled library's bytes
-        assert src["template"].encode() in path.read_bytes(), f"{where}: template not in {src['file']}"
+        assert src["template"].encode() in _library_bytes(path), f"{where}: template not in {src['file']}"
         return
     text = path.read_text(encoding="utf-8", errors="replace")
     assert src["template"] in text, f"{where}: template not found verbatim in {src['file']}"
