@@ -139,3 +139,23 @@ def test_repro_helper_uses_the_scripts_matcher(catalog, triage):
     line = "RuntimeError: unable to write to file </torch_9_9_0>: No space left on device (28)"
     assert R.first_match(line)["id"] == "torch-shm-write-failed"
     assert "sorted(" not in textwrap.dedent((HERE / "_repro.py").read_text())
+
+
+_TIMEOUT = ("[rank{r}]:[E626 05:06:30.929096625 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+            "ran for 600020 milliseconds before timing out.")
+
+
+def test_first_watchdog_timeout_is_root_only_without_an_earlier_error(triage, catalog):
+    """reading-logs.md, cascade lines: the first NCCL timeout is the root cause only when nothing failed before it."""
+    only = triage.triage_text("\n".join(["step 10", _TIMEOUT.format(r=1), _TIMEOUT.format(r=2)]), catalog)
+    assert only["root_cause"]["line"] == 2 and only["root_cause"]["signature"] == "nccl-watchdog-timeout"
+    assert [(f["line"], f["role"]) for f in only["findings"]] == [(2, "root"), (3, "cascade")]
+    oom = "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.25 GiB"
+    after = triage.triage_text("\n".join([oom, _TIMEOUT.format(r=1), _TIMEOUT.format(r=2)]), catalog)
+    assert after["root_cause"]["line"] == 1 and after["root_cause"]["signature"] == "cuda-out-of-memory"
+    assert {(f["line"], f["role"]) for f in after["findings"]} >= {(2, "cascade")}
+    # the aborted-communicator line quotes the timeout but is its own cascade entry
+    aborted = ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: "
+               + _TIMEOUT.format(r=3).split("] ", 1)[1])
+    assert catalog.match(aborted).id == "nccl-communicator-aborted"
