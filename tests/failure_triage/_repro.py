@@ -4,21 +4,16 @@ Each reproduction test makes a real library fail on CPU (a subprocess: plain
 python, or `torchrun` with 2 gloo ranks), captures everything it printed and
 checks that the signature catalog recognises the exact text:
 
-- some cleaned output line matches the entry's ``pattern``;
-- on that line, the entry is the FIRST matching entry of the whole catalog in
-  the order triage_log.py uses (root entries, then cascade, then warning; inside
-  a role, catalog files sorted by name and entries in file order), so a broader
-  entry elsewhere cannot shadow it.
-
-Line cleaning mirrors what triage_log.py does before matching: ANSI escape
-codes and carriage returns removed, then one leading ``[rankN]:`` /
-``[defaultN]:`` prefix (torchrun ``--tee``/``--local-ranks-filter`` and
-accelerate) or a DeepSpeed multi-node launcher ``host: `` prefix stripped.
+- some output line, cleaned by triage_log.clean (ANSI codes, carriage returns, [rankN]: /
+  [defaultN]: / host: prefixes), matches the entry's ``pattern``;
+- on that line, the entry is what triage_log.py's own matcher (Catalog.match, the order of
+  triage_log.match_order: role, then declared specificity, then file and position) returns, so a
+  broader entry elsewhere cannot shadow it. Nothing here reimplements the order.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -28,41 +23,43 @@ import textwrap
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[2]
 CATALOG_DIR = REPO / "sub-skills" / "failure-triage" / "catalog"
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)\d+\]:\s?")
-# DeepSpeed's pdsh/ssh multi-node launcher prefixes every line with "hostname: ".
-# Host names are taken as lower-case tokens with a digit or a dash (worker-1, node07,
-# 10.0.0.5) or "localhost", so "binascii.Error: ..." or "torch.distributed.X: ..." stay.
-_HOST_PREFIX = re.compile(r"^(?:localhost|(?=[a-z0-9.-]*[0-9-])[a-z0-9][a-z0-9.-]*): (?=\S)")
+SCRIPT = REPO / "sub-skills" / "failure-triage" / "scripts" / "triage_log.py"
 _MARK = "=== CASE "
 
 
+def _triage():
+    """triage_log.py, imported from its path once (shared with conftest.load_triage)."""
+    name = "triage_log_under_test"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SCRIPT)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
 def clean_line(line: str) -> str:
-    line = _ANSI.sub("", line).replace("\r", "")
-    stripped = _RANK_PREFIX.sub("", line, count=1)
-    if stripped == line:
-        stripped = _HOST_PREFIX.sub("", line, count=1)
-    return stripped
+    """The line as triage_log.py matches it."""
+    return _triage().clean(line)[0].strip()
+
+
+@lru_cache(maxsize=1)
+def _loaded():
+    return _triage().load_catalog(CATALOG_DIR)
 
 
 @lru_cache(maxsize=1)
 def catalog() -> tuple[dict, ...]:
-    entries: list[dict] = []
-    for path in sorted(CATALOG_DIR.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-        if isinstance(data, dict):  # tolerate {entries: [...]} layouts
-            data = data.get("entries") or data.get("signatures") or []
-        for entry in data:
-            entry = dict(entry)
-            entry["_file"] = path.name
-            entry["_re"] = re.compile(entry["pattern"])
-            entries.append(entry)
-    return tuple(entries)
+    """The catalog entries as dicts (the YAML fields plus _file and _re), in file order."""
+    out = []
+    for e in _loaded().entries:
+        d = dict(e.raw)
+        d["_file"] = e.file
+        d["_re"] = e.regex
+        out.append(d)
+    return tuple(out)
 
 
 def entry(entry_id: str) -> dict:
@@ -72,20 +69,10 @@ def entry(entry_id: str) -> dict:
     raise KeyError(f"no catalog entry {entry_id!r}")
 
 
-_ROLE_ORDER = {"root": 0, "cascade": 1, "warning": 2}
-
-
-@lru_cache(maxsize=1)
-def _ordered() -> tuple[dict, ...]:
-    """Match order of triage_log.py: root entries, then cascade, then warning; file order inside."""
-    return tuple(sorted(catalog(), key=lambda e: _ROLE_ORDER[e["role"]]))
-
-
 def first_match(line: str) -> dict | None:
-    for e in _ordered():
-        if e["_re"].search(line):
-            return e
-    return None
+    """The entry triage_log.py attributes the line to (its Catalog.match), or None."""
+    got = _loaded().match(line)
+    return entry(got.id) if got is not None else None
 
 
 def assert_reproduced(output: str, entry_id: str) -> str:
@@ -100,7 +87,7 @@ def assert_reproduced(output: str, entry_id: str) -> str:
         if not target["_re"].search(line):
             continue
         first = first_match(line)
-        if first is target:
+        if first is not None and first["id"] == entry_id:
             return line
         shadowed.append((line, first["id"]))
     if shadowed:

@@ -72,4 +72,4 @@ def test_the_collector_sees_both_mark_styles():
     found = reproduced_ids()
     assert "accelerate-launch-child-failed" in found          # decorator
     assert "accelerate-load-state-missing-dir" in found        # pytest.param marks over EXPECTED
-    assert "dalle-deepspeed-amp-key-removed" in found
+    assert "deepspeed-amp-section-removed" in found

@@ -26,7 +26,7 @@ EXPECTED = {
     "dalle_openai_vae_needs_old_torch": "dalle-openai-vae-needs-old-torch",
     "dalle_reduce_lr_on_plateau_verbose": "dalle-reduce-lr-on-plateau-verbose",
     "dalle_sparse_attention_removed": "dalle-sparse-attention-module-removed",
-    "dalle_deepspeed_amp_key": "dalle-deepspeed-amp-key-removed",
+    "dalle_deepspeed_amp_key": "deepspeed-amp-section-removed",
 }
 
 

@@ -61,6 +61,7 @@ cases = {
     "bf16_opt_states": {**B, "bf16": {"enabled": True, "bf16_optimizer_states": True}, "zero_optimization": {"stage": 1}},
     "removed_mics": {**B, "zero_optimization": {"stage": 3, "mics_shard_size": 8}},
     "autocast_dtype": {**B, "torch_autocast": {"enabled": True, "dtype": "float8"}},
+    "apex_amp": {**B, "amp": {"enabled": False, "opt_level": "O1"}},
 }
 for name, cfg in cases.items():
     case(name, lambda cfg=cfg: DeepSpeedConfig(cfg))
@@ -104,6 +105,7 @@ CONFIG_PARAMS = [
     pytest.param("config", "bf16_opt_states", marks=pytest.mark.reproduces("deepspeed-bf16-optimizer-states-need-master"), id="bf16_opt_states"),
     pytest.param("config", "removed_mics", marks=pytest.mark.reproduces("deepspeed-removed-config-block"), id="removed_mics"),
     pytest.param("config", "autocast_dtype", marks=pytest.mark.reproduces("deepspeed-autocast-dtype-invalid"), id="autocast_dtype"),
+    pytest.param("config", "apex_amp", marks=pytest.mark.reproduces("deepspeed-amp-section-removed"), id="apex_amp"),
     pytest.param("config", "duplicate_keys", marks=pytest.mark.reproduces("deepspeed-config-duplicate-keys"), id="duplicate_keys"),
     pytest.param("config", "hjson_syntax", marks=pytest.mark.reproduces("deepspeed-config-hjson-syntax"), id="hjson_syntax"),
     pytest.param("config", "missing_path", marks=pytest.mark.reproduces("deepspeed-config-path-incorrect-padding"), id="missing_path"),

@@ -31,6 +31,7 @@ MAX_TEXT = 500                   # characters of a line shown in the report
 
 ROLES = ("root", "cascade", "warning")
 REQUIRED = ("id", "library", "versions", "role", "pattern", "example", "source", "cause", "fix")
+OPTIONAL = ("reference", "specializes")
 
 EXIT_MATCHED, EXIT_UNMATCHED, EXIT_USAGE = 0, 1, 2
 
@@ -154,7 +155,8 @@ def _trigger_words(pattern: str) -> set[str] | None:
 
 
 class Entry:
-    __slots__ = ("id", "role", "regex", "cause", "fix", "reference", "library", "versions", "raw")
+    __slots__ = ("id", "role", "regex", "cause", "fix", "reference", "library", "versions", "raw",
+                 "specializes", "file", "index")
 
     def __init__(self, raw: dict, where: str):
         missing = [k for k in REQUIRED if k not in raw]
@@ -174,6 +176,49 @@ class Entry:
         self.library = str(raw["library"])
         self.versions = str(raw["versions"])
         self.raw = raw
+        spec = raw.get("specializes", [])
+        if isinstance(spec, str):
+            spec = [spec]
+        if not isinstance(spec, list) or not all(isinstance(x, str) for x in spec):
+            raise CatalogError(f"{where}: entry {raw['id']!r}: specializes must be a list of ids")
+        self.specializes = tuple(spec)
+        self.file = ""
+        self.index = 0
+
+
+def match_order(entries: list[Entry]) -> list[Entry]:
+    """The one order in which entries are tried; the first whose pattern matches a line wins.
+
+    1. role: every root entry before every cascade entry before every warning entry;
+    2. specificity: an entry that declares ``specializes: [ids]`` (a narrower pattern for a case
+       of those entries' message) is tried before them, and before anything they specialize in
+       turn (sort by depth of the specializes chain, deepest first);
+    3. position: catalog file name (sorted), then the entry's place in its file.
+    Raises CatalogError for an unknown id, a different role, or a cycle.
+    """
+    by_id = {e.id: e for e in entries}
+    depth: dict[str, int] = {}
+
+    def walk(e: Entry, stack: tuple) -> int:
+        if e.id in depth:
+            return depth[e.id]
+        if e.id in stack:
+            raise CatalogError(f"entry {e.id!r}: specializes forms a cycle ({' -> '.join(stack + (e.id,))})")
+        d = 0
+        for gid in e.specializes:
+            g = by_id.get(gid)
+            if g is None:
+                raise CatalogError(f"entry {e.id!r} specializes unknown id {gid!r}")
+            if g.role != e.role:
+                raise CatalogError(f"entry {e.id!r} ({e.role}) specializes {gid!r} of another role ({g.role})")
+            d = max(d, walk(g, stack + (e.id,)) + 1)
+        depth[e.id] = d
+        return d
+
+    for e in entries:
+        walk(e, ())
+    role = {r: n for n, r in enumerate(ROLES)}
+    return sorted(entries, key=lambda e: (role[e.role], -depth[e.id], e.file, e.index))
 
 
 class Catalog:
@@ -181,9 +226,7 @@ class Catalog:
 
     def __init__(self, entries: list[Entry]):
         self.entries = entries
-        order = {"root": 0, "cascade": 1, "warning": 2}
-        # Root entries are tried first, then cascade, then warning; inside a role, file order.
-        self.ordered = sorted(entries, key=lambda e: order[e.role])
+        self.ordered = match_order(entries)
         self.by_id = {e.id: e for e in entries}
         self.always: list[int] = []
         self.by_word: dict[str, list[int]] = {}
@@ -210,6 +253,11 @@ class Catalog:
             if e.regex.search(line):
                 return e
         return None
+
+    def matches(self, line: str) -> list[Entry]:
+        """Every entry whose pattern matches the line, in match order (the first is what match returns)."""
+        line = line[:MATCH_CHARS]
+        return [e for e in self.ordered if e.regex.search(line)]
 
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -240,6 +288,7 @@ def load_catalog(directory: str | os.PathLike | None = None) -> Catalog:
             if not isinstance(raw, dict):
                 raise CatalogError(f"{where}: entry must be a mapping")
             e = Entry(raw, where)
+            e.file, e.index = path.name, n
             if e.id in seen:
                 raise CatalogError(f"{where}: duplicate id {e.id!r} (also in {seen[e.id]})")
             seen[e.id] = path.name
