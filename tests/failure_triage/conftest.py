@@ -10,6 +10,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "sub-skills" / "failure-triage" / "scripts" / "triage_log.py"
 CATALOG = REPO / "sub-skills" / "failure-triage" / "catalog"
+# the test modules import the shared helpers (_repro.py) by name; appended, so no other folder's
+# conftest is shadowed
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
 
 
 def pytest_configure(config):

@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -24,13 +23,8 @@ SCRIPT = HERE.parents[1] / "sub-skills" / "failure-triage" / "scripts" / "triage
 
 
 def _repro():
-    name = "failure_triage_repro"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "_repro.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    import _repro as module  # tests/failure_triage is on sys.path (conftest.py)
+    return module
 
 
 def _general_of(catalog) -> dict[str, set[str]]:

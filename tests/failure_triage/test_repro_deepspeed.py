@@ -11,7 +11,6 @@ of the case that was meant to provoke it.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -20,17 +19,9 @@ from pathlib import Path
 import pytest
 
 
-def _load_repro():
-    name = "failure_triage_repro"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_repro.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-R = _load_repro()
+import _repro as R  # noqa: E402  (tests/failure_triage is on sys.path: conftest.py)
 
 # The CPU accelerator JIT-builds a shared-memory comm op on first use (minutes on a busy
 # machine); it is irrelevant to the messages checked here, so the children skip it.

@@ -8,26 +8,16 @@ NCCL and CUDA messages cannot be produced on a CPU-only machine; their entries c
 """
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 
-def _load_repro():
-    name = "failure_triage_repro"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_repro.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-R = _load_repro()
+import _repro as R  # noqa: E402  (tests/failure_triage is on sys.path: conftest.py)
 
 _DIE = """
 import ctypes, datetime, os, signal, time, torch, torch.distributed as dist

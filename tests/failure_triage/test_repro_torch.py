@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -24,17 +23,9 @@ from pathlib import Path
 import pytest
 
 
-def _load_repro():
-    name = "failure_triage_repro"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_repro.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-R = _load_repro()
+import _repro as R  # noqa: E402  (tests/failure_triage is on sys.path: conftest.py)
 
 SINGLE_CASES = R.CASE_PRELUDE + r'''
 import argparse, datetime, os, socket, tempfile

@@ -15,19 +15,9 @@ import pytest
 import yaml
 
 
-def _load_repro():
-    import importlib.util
-    import sys
-    name = "failure_triage_repro"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_repro.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-_repro = _load_repro()
+import _repro  # noqa: E402  (tests/failure_triage is on sys.path: conftest.py)
 
 FILES = ("deepspeed.yaml", "torch.yaml", "system.yaml")
 PINNED = {"deepspeed": "0.19.8", "torch": "2.13.0"}
