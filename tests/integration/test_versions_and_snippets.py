@@ -62,7 +62,8 @@ def test_planner_json_reports_the_bundle_version():
 @pytest.mark.parametrize("script", [VALIDATOR, PLANNER, TRIAGE], ids=lambda p: p.name)
 def test_a_helper_copied_out_of_the_bundle_says_unknown(tmp_path, script):
     dst = tmp_path / "scripts"
-    shutil.copytree(script.parent, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    # a local `pip install .` leaves an *.egg-info beside the scripts: not part of a copied helper
+    shutil.copytree(script.parent, dst, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     r = subprocess.run([sys.executable, str(dst / script.name), "--version"], capture_output=True, text=True,
                        timeout=60, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith(f"{script.name} unknown ("), r.stdout + r.stderr
