@@ -30,17 +30,10 @@ import math
 from typing import Any, Dict, Optional, Tuple
 
 # YAML deepspeed_config key -> DeepSpeedPlugin field -> key in the DeepSpeed config
-# (DeepSpeedPlugin.__post_init__ plugin_to_config_mapping)
-PLUGIN_TO_CONFIG = {
-    "gradient_accumulation_steps": "gradient_accumulation_steps",
-    "gradient_clipping": "gradient_clipping",
-    "zero_stage": "zero_optimization.stage",
-    "offload_optimizer_device": "zero_optimization.offload_optimizer.device",
-    "offload_param_device": "zero_optimization.offload_param.device",
-    "offload_param_nvme_path": "zero_optimization.offload_param.nvme_path",
-    "offload_optimizer_nvme_path": "zero_optimization.offload_optimizer.nvme_path",
-    "zero3_save_16bit_model": "zero_optimization.stage3_gather_16bit_weights_on_model_save",
-}
+# (DeepSpeedPlugin.__post_init__ plugin_to_config_mapping; the same fields are the ones
+# _deepspeed_config_checks refuses beside a deepspeed_config_file, so one table serves both)
+from .deepspeed import ACCELERATE_FIELDS_EXCLUSIVE_WITH_FILE as PLUGIN_TO_CONFIG
+
 # Fields prepare_deepspeed_cmd_env exports (the NVMe paths are not among them).
 EXPORTED = ("zero_stage", "gradient_accumulation_steps", "gradient_clipping", "offload_optimizer_device",
             "offload_param_device", "zero3_save_16bit_model")

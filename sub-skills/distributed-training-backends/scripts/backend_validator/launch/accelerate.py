@@ -54,26 +54,16 @@ def block_of_dest(dest: str) -> Optional[str]:
         return "parallelism_config"
     if dest == "mpirun_hostfile":
         return "mpirun_config"
-    if dest in ("deepspeed_config_file", "zero_stage", "offload_optimizer_device", "offload_param_device",
-                "offload_optimizer_nvme_path", "offload_param_nvme_path", "gradient_accumulation_steps",
-                "gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_hostfile",
-                "deepspeed_exclusion_filter", "deepspeed_inclusion_filter", "deepspeed_multinode_launcher",
-                "deepspeed_moe_layer_cls_names"):
+    from ..rules.accelerate_schema import DEEPSPEED_KEYS  # imported when an accelerate command is checked
+    if dest in DEEPSPEED_KEYS:
         return "deepspeed_config"
     return None
 
 
 def dest_of_nested(block: str, key: Any) -> Any:
-    """The argparse name a nested file key is copied to (_validate_launch_command's prefixes)."""
-    if not isinstance(key, str):
-        return key
-    if block == "fsdp_config" and not key.startswith("fsdp"):
-        return "fsdp_" + key
-    if block == "fp8_config" and not key.startswith("fp8"):
-        return "fp8_" + key
-    if block == "dynamo_config" and not key.startswith("dynamo_"):
-        return "dynamo_" + key
-    return key
+    """The argparse name a nested file key is copied to: the schema tables' one definition."""
+    from ..rules.accelerate_schema import prefixed
+    return prefixed(block, key)
 
 
 @dataclass
