@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 _HERE = str(Path(__file__).resolve().parent)
-# appended, not prepended: other test folders import their own `conftest` by name from sys.path, and
-# this folder's conftest.py must never shadow theirs (whatever order pytest loads the folders in)
+# appended, not prepended: a folder on sys.path can shadow same-named modules of other test folders,
+# and this one only needs integ_common.py to be importable
 if _HERE not in sys.path:
     sys.path.append(_HERE)

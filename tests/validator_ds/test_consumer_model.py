@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import consumer_grid
-from conftest import _run
+from ds_support import _run
 
 HERE = Path(__file__).resolve().parent
 ORACLE = HERE.parents[0] / "oracle" / "consumer_oracle.py"

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import SCRIPTS
+from ds_support import SCRIPTS
 
 CLI = SCRIPTS / "validate_backend_config.py"
 

@@ -7,7 +7,7 @@ the validator misses is counted in the table and also fails (the corpus is part 
 """
 from __future__ import annotations
 
-from conftest import corpus_ds_files, validate_json
+from ds_support import corpus_ds_files, validate_json
 
 
 def _row(fs, oracle):

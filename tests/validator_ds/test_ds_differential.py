@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import ds_edge_cases
-from conftest import mutation_jobs, validate_json
+from ds_support import mutation_jobs, validate_json
 
 
 def _verdict(job):

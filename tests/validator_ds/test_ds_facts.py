@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS  # noqa: F401
+from ds_support import SCRIPTS  # noqa: F401
 from backend_validator import deepspeed as D
 
 # bounds enforced by a pydantic field_validator instead of Field metadata -> its message

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import ds_review_cases as R
-from conftest import validate_json
+from ds_support import validate_json
 
 # validator error, oracle cannot reach the check on this CPU machine (the engine is not run)
 STRICTER_UNPROVEN = {

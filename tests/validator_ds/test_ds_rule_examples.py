@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import ds_rules, validate_json, xf_rules
+from ds_support import ds_rules, validate_json, xf_rules
 import ds_examples
 
 DS = ds_rules()

@@ -8,7 +8,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SCRIPTS  # noqa: F401
+from ds_support import SCRIPTS  # noqa: F401
 from backend_validator import core, deepspeed as D, loader_json
 import ds_examples
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SCRIPTS  # noqa: F401 - puts the validator on sys.path
+from ds_support import SCRIPTS  # noqa: F401 - puts the validator on sys.path
 from backend_validator import loader_json as L
 from backend_validator.core import InputError
 

@@ -13,36 +13,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import validate_json
+from ds_support import run_with_client_optimizer, validate_json
 
-REPO = Path(__file__).resolve().parents[2]
-ORACLE_DIR = REPO / "tests" / "oracle"
 RID = "ds-offload-client-optimizer"
-
-PROBE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from deepspeed_oracle import _setup
-torch, deepspeed = _setup()
-out = {}
-for name, cfg in json.loads(sys.argv[2]).items():
-    m = torch.nn.Linear(4, 4)
-    try:
-        eng, *_ = deepspeed.initialize(model=m, optimizer=torch.optim.AdamW(m.parameters(), lr=1e-3), config=cfg)
-        eng.backward(eng(torch.randn(2, 4)).sum())
-        eng.step()
-        out[name] = {"ok": True, "stage": int(eng.zero_optimization_stage()), "cpu_optimizer_path":
-                     eng.zero_use_cpu_optimizer(), "optimizer": type(eng.basic_optimizer).__name__}
-    except BaseException as e:
-        out[name] = {"ok": False, "error": type(e).__name__, "message": str(e)[:300]}
-print("RESULT " + json.dumps(out))
-"""
-
 
 def _cfg(stage, device="cpu", **top):
     oo = {"device": device}
@@ -66,12 +41,7 @@ def _hits(cfg, consumer):
 
 
 def test_deepspeed_initialize_refuses_a_torch_optimizer_under_offload_at_stages_1_to_3():
-    env = dict(os.environ, DS_ACCELERATOR="cpu")
-    r = subprocess.run([sys.executable, "-c", PROBE, str(ORACLE_DIR), json.dumps(CASES)], capture_output=True,
-                       text=True, timeout=600, env=env)
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, r.stdout[-2000:] + r.stderr[-2000:]
-    got = json.loads(line[0][len("RESULT "):])
+    got = run_with_client_optimizer(CASES)
     assert set(got) == set(CASES)
     for name, res in got.items():
         stage = int(name[1])

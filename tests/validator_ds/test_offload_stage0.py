@@ -13,38 +13,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import validate_json
+from ds_support import run_with_client_optimizer, validate_json
 
-REPO = Path(__file__).resolve().parents[2]
-ORACLE_DIR = REPO / "tests" / "oracle"
 
 BASE = {"train_batch_size": 1, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}
-
-PROBE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from deepspeed_oracle import _setup
-torch, deepspeed = _setup()
-out = {}
-for name, cfg in json.loads(sys.argv[2]).items():
-    m = torch.nn.Linear(4, 4)
-    try:
-        eng, *_ = deepspeed.initialize(model=m, optimizer=torch.optim.AdamW(m.parameters(), lr=1e-3), config=cfg)
-        loss = eng(torch.randn(2, 4)).sum()
-        eng.backward(loss)
-        eng.step()
-        out[name] = {"ok": True, "cpu_optimizer_path": eng.zero_use_cpu_optimizer(),
-                     "stage": int(eng.zero_optimization_stage()), "optimizer": type(eng.basic_optimizer).__name__}
-    except BaseException as e:
-        out[name] = {"ok": False, "error": type(e).__name__, "message": str(e)[:300]}
-print("RESULT " + json.dumps(out))
-"""
-
 
 def _errors(cfg, consumer="deepspeed"):
     fs, _ = validate_json(json.dumps(cfg), consumer=consumer, world_size=1)
@@ -66,12 +40,7 @@ def test_validator_verdicts_at_stage_0():
 def test_deepspeed_takes_the_cpu_optimizer_path_at_stage_0():
     cfgs = {"offload": BASE, "offload-force-false": dict(BASE, zero_force_ds_cpu_optimizer=False),
             "no-offload": {"train_batch_size": 1, "zero_optimization": {"stage": 0}}}
-    env = dict(os.environ, DS_ACCELERATOR="cpu")
-    r = subprocess.run([sys.executable, "-c", PROBE, str(ORACLE_DIR), json.dumps(cfgs)], capture_output=True,
-                       text=True, timeout=600, env=env)
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, r.stdout[-2000:] + r.stderr[-2000:]
-    got = json.loads(line[0][len("RESULT "):])
+    got = run_with_client_optimizer(cfgs)
     # not ignored: the script's torch optimizer is refused because of the stage-0 offload block
     assert got["offload"]["ok"] is False and got["offload"]["error"] == "ZeRORuntimeException", got
     assert "ZeRO-Offload with a client provided optimizer" in got["offload"]["message"]
