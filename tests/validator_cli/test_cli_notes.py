@@ -28,6 +28,7 @@ def test_summary_counts_input_errors(run, tmp_path):
     assert rc == 2
     assert "no such file" in err
     assert _summary(err) == (0, 0, 0, 1, 2), err
+
     # nothing wrong: no input-error clause at all
     rc, out, err = run([good])
     assert rc == 0 and _summary(err) == (0, 0, 0, 0, 1) and "input error" not in err
@@ -38,6 +39,13 @@ def test_summary_counts_input_errors(run, tmp_path):
 
 def _skip_lines(err):
     return [ln for ln in err.splitlines() if ": info: " in ln and "skipped" in ln]
+
+
+def test_launch_summary_counts_input_errors(run, tmp_path):
+    """The launch and node-set checks close with the same summary line as file checks."""
+    rc, _out, err = run(["--node-set", tmp_path / "missing.yaml"])
+    assert rc == 2 and "no such file" in err
+    assert err.strip().splitlines()[-1] == "0 error(s), 0 warning(s), 0 info, 1 input error(s) in 1 launch check(s)"
 
 
 def test_batch_arithmetic_without_world_size_says_so(run, tmp_path):

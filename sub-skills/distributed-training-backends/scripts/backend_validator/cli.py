@@ -405,6 +405,12 @@ class _ArgParseExit(Exception):
         self.code = code
 
 
+def summary_line(n_err: int, n_warn: int, n_info: int, n_input: int, what: str) -> str:
+    """The closing stderr line of text output (file checks and launch checks alike)."""
+    ie = f", {n_input} input error(s)" if n_input else ""
+    return f"{n_err} error(s), {n_warn} warning(s), {n_info} info{ie} in {what}\n"
+
+
 def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
          stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     out = stdout or sys.stdout
@@ -503,8 +509,7 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
             notes.append(f"{s['file']}: info: {s['check']} skipped: {s['reason']}{opt}")
         for line in _dedupe(notes, lambda x: x):
             err.write(_one_line(line) + "\n")
-        ie = f", {len(input_errors)} input error(s)" if input_errors else ""
-        err.write(f"{n_err} error(s), {n_warn} warning(s), {n_info} info{ie} in {len(results)} file(s)\n")
+        err.write(summary_line(n_err, n_warn, n_info, len(input_errors), f"{len(results)} file(s)"))
 
     if input_errors:
         return EXIT_INPUT

@@ -124,7 +124,7 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
     for ie in input_errors:
         err.write(f"{ie['file']}: error: {ie['message']}\n")
     if args.output == "text":
-        err.write(f"{n_err} error(s), {n_warn} warning(s), {n_info} info in {len(results)} launch check(s)\n")
+        err.write(cli.summary_line(n_err, n_warn, n_info, len(input_errors), f"{len(results)} launch check(s)"))
     if input_errors:
         return cli.EXIT_INPUT
     if n_err or (args.strict and n_warn):
