@@ -41,9 +41,9 @@ class Run:
         return self.files.get(f"{job}.rank{r}.json", {})
 
 
-def run_job(tmp_path_factory, job: str, outdir: Path | None = None, **env) -> Run:
+def run_job(tmp_path_factory, job: str, outdir: Path | None = None, script: str = "_jobs.py", **env) -> Run:
     outdir = outdir or tmp_path_factory.mktemp(job)
-    proc = _run_in_own_session([sys.executable, str(HERE / "_jobs.py"), job, str(outdir)], JOB_TIMEOUT_S,
+    proc = _run_in_own_session([sys.executable, str(HERE / script), job, str(outdir)], JOB_TIMEOUT_S,
                                env=_clean_env(**env))
     return Run(proc, outdir, job)
 
@@ -118,3 +118,10 @@ def launch_fail(tmp_path_factory):
 def launch_legacy(tmp_path_factory):
     return run_launcher(tmp_path_factory, "legacy", [
         "torch.distributed.launch", "--nproc-per-node", "2", "--master-port", str(_free_port())], "legacy")
+
+
+@pytest.fixture(scope="session")
+def defaults_jobs(tmp_path_factory):
+    """The two jobs of _jobs_defaults.py (backend=None, FSDP2 generate), each run once."""
+    return {job: run_job(tmp_path_factory, job, script="_jobs_defaults.py")
+            for job in ("backend_none", "fsdp2_generate")}
