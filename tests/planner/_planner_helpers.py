@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,34 @@ def run_inproc(module, *args):
         except SystemExit as exc:
             rc = exc.code
     return rc, out.getvalue(), err.getvalue()
+
+
+def run_ranks(worker: Path, tmp: Path, *args, world: int = 2, env: dict | None = None, timeout: int = 600):
+    """Run `worker OUT.json *args` as `world` CPU processes of one gloo job (file:// rendezvous in tmp,
+    DS_ACCELERATOR=cpu, one thread each) and return each rank's JSON. A rank that fails or a job
+    that outlives `timeout` seconds fails the test, with the rank's stderr; every rank is killed."""
+    import pytest
+    base = dict(os.environ, DS_ACCELERATOR="cpu", WORLD_SIZE=str(world), PLANNER_STORE=str(tmp / "store"),
+                PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", **(env or {}))
+    procs = []
+    try:
+        for rank in range(world):
+            e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
+            procs.append(subprocess.Popen([sys.executable, str(worker), str(tmp / f"rank{rank}.json"), *map(str, args)],
+                                          env=e, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          stdin=subprocess.DEVNULL, text=True))
+        errs = []
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{world}-process job {worker.name} hung for {timeout} s")
+            errs.append(err)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, p in enumerate(procs):
+        assert p.returncode == 0, f"rank {rank} exit {p.returncode}: {errs[rank][-2000:]}"
+    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(world)]

@@ -11,15 +11,11 @@ flat group), DDP's gradient buckets and DeepSpeed's bucket buffers (the planner'
 times the world size, so a real model may hold up to that many extra elements per rank)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from _planner_helpers import REPO, candidate, plan_json
+from _planner_helpers import candidate, plan_json, run_ranks
 
 WORKER = Path(__file__).with_name("_state_worker.py")
 WORLD = 2
@@ -28,27 +24,7 @@ P = 64 * 128 + 128 * 128 + 128 * 64
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("states")
-    env = dict(os.environ, DS_ACCELERATOR="cpu", WORLD_SIZE=str(WORLD), PLANNER_STORE=str(tmp / "store"),
-               PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    procs = []
-    for rank in range(WORLD):
-        e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), str(tmp / f"rank{rank}.json")], env=e,
-                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      stdin=subprocess.DEVNULL, text=True))
-    outs = []
-    for p in procs:
-        try:
-            _, err = p.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("2-process job hung for 600 s")
-        outs.append(err)
-    for rank, p in enumerate(procs):
-        assert p.returncode == 0, f"rank {rank} exit {p.returncode}: {outs[rank][-2000:]}"
-    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    return run_ranks(WORKER, tmp_path_factory.mktemp("states"), world=WORLD)
 
 
 @pytest.fixture(scope="module")
