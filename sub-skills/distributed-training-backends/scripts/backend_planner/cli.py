@@ -22,13 +22,16 @@ examples:
       --activation-checkpointing --gpu-memory 40GiB --output json
   plan_backend.py --params 70e9 --optimizer adam8bit --precision bf16 --emit out/   # writes accelerate.yaml (+ ds_config.json)
   plan_backend.py --params 7e9 --trainable-fraction 0.01                            # LoRA: 1% trainable
+  plan_backend.py --params 7e9 --gradient-accumulation 8                            # gradients held between steps
 
 output: a table ranked best first (text) or, with --output json, one document:
   {"inputs", "model", "candidates": [{"strategy", "offload", "offload_device", "per_gpu_bytes":
   {"parameters", "gradients", "master_weights", "optimizer_states", "gathered_params",
   "model_states", "activations", "activation_workspace", "communication_buffers",
-  "allocator_overhead", "total"}, "host_bytes_per_node", "fits", "comm_bytes_per_gpu", "rank",
-  "why", "deepspeed_estimate" (ZeRO-2/3 only)}], "recommended", "assumptions"}.
+  "allocator_overhead", "total"}, "host_bytes_per_node", "fits", "comm_bytes_per_gpu",
+  "gradients_between_boundaries" (null unless --gradient-accumulation > 1; "gradients" is then
+  the larger of it and the boundary's), "rank", "why", "deepspeed_estimate" (ZeRO-2/3 only)}],
+  "recommended", "assumptions"}.
   strategy: ddp zero1 zero2 zero3 fsdp-full-shard fsdp-shard-grad-op fsdp-hybrid-shard fsdp2 hsdp
   offload: none optimizer optimizer+params
 
@@ -150,6 +153,9 @@ def build_parser():
     j.add_argument("--seq-len", type=positive_int("--seq-len", 1, 10 ** 8), default=2048, help="default 2048")
     j.add_argument("--micro-batch", type=positive_int("--micro-batch", 1, 10 ** 6), default=1,
                    help="micro-batch per GPU; default 1")
+    j.add_argument("--gradient-accumulation", type=positive_int("--gradient-accumulation", 1, 10 ** 6), default=1,
+                   metavar="N", help="micro-steps per optimizer step; default 1. Above 1 the plan adds what each "
+                   "strategy holds between boundaries (ZeRO-1: the whole 16-bit gradient; FSDP no_sync: unsharded)")
     j.add_argument("--precision", choices=PRECISIONS, default="bf16", help="default bf16")
     j.add_argument("--optimizer", default="adamw", help="one of: " + ", ".join(OPTIMIZERS) + " (default adamw)")
     j.add_argument("--activation-checkpointing", action="store_true", help="checkpoint every decoder layer")

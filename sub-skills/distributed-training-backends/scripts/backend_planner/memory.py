@@ -99,6 +99,31 @@ def ds_zero3_estimate(total_params, largest_layer_params, num_gpus_per_node=1, n
 
 
 
+# ----------------------------------------------------------------------------- gradient accumulation
+
+def grads_between_boundaries(strategy, offload, *, T, N, w, largest, at_boundary):
+    """Gradient bytes per GPU at the end of a micro-step that is not an accumulation boundary
+    (measured by tests/planner/test_gradient_accumulation.py; references/memory-planning.md).
+
+    DDP keeps its fp32 .grad (4T) with or without no_sync. ZeRO-1 reduces only at the boundary,
+    so it holds the whole 16-bit gradient (w*T), offloaded or not. ZeRO-2 keeps the whole gradient
+    of every parameter that overlaps its partition (the partition plus at most the two parameters
+    straddling its edges: w*(T/N + 2K), K the largest module, at most w*T). ZeRO-3 keeps its
+    partition (w*T/N). FSDP1 under no_sync and FSDP2 under set_requires_gradient_sync(False), with
+    Accelerate's policy (reduce dtype = parameter dtype), accumulate unsharded gradients: w*T.
+    Not measured, kept as at the boundary: ZeRO-2 with optimizer offload.
+    """
+    if strategy == "ddp":
+        return 4 * T
+    if strategy == "zero1":
+        return w * T
+    if strategy == "zero2":
+        return at_boundary if offload != "none" else w * min(T, ceil_div(T, N) + 2 * min(largest, T))
+    if strategy == "zero3":
+        return ceil_div(w * T, N)
+    return w * T                     # FSDP1 (full, grad-op, hybrid), FSDP2, HSDP; also with CPU offload
+
+
 # ----------------------------------------------------------------------------- one candidate
 
 def candidate(strategy, offload, device, level, *, params, trainable, largest, unit, G, M, N, w,
@@ -185,6 +210,13 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
             why += "; CPUOffloadPolicy: shards and the optimizer step live on the CPU"
     if M > 1 and internode == 0:
         internode = comm
+    between = None
+    if args.gradient_accumulation > 1:
+        between = grads_between_boundaries(strategy, offload, T=T, N=N, w=w, largest=largest,
+                                           at_boundary=gpu["gradients"])
+        if between > gpu["gradients"]:
+            why += "; gradient accumulation: {:.1f} GiB of gradients held between boundaries".format(between / GIB)
+        gpu["gradients"] = max(gpu["gradients"], between)     # the peak over the micro-steps
     gpu["parameters"] += fp8_extra if strategy == "ddp" or strategy in ("zero1", "zero2") else 0
     model_states = sum(gpu.values())
     tensors = model_states + act_saved + act_work + buffers
@@ -203,7 +235,8 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
     c = {"strategy": strategy, "offload": offload, "offload_device": device, "per_gpu_bytes": per_gpu,
          "host_bytes_per_node": int(host_total), "nvme_bytes_per_node": int(nvme), "fits": fits,
          "fits_gpu": fits_gpu, "fits_host": fits_host, "comm_bytes_per_gpu": int(comm),
-         "internode_bytes_per_gpu": int(internode), "pcie_bytes_per_gpu": int(pcie), "why": why, "_level": level}
+         "internode_bytes_per_gpu": int(internode), "pcie_bytes_per_gpu": int(pcie),
+         "gradients_between_boundaries": between, "why": why, "_level": level}
     if args.intra_node_bandwidth or args.inter_node_bandwidth:
         secs = 0.0
         if args.inter_node_bandwidth and internode:

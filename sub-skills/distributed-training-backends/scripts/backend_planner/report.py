@@ -13,7 +13,9 @@ def text_report(result) -> str:
     lines = ["model: {:,} parameters ({:,} trainable), largest layer {:,}; {} x {} GPUs; {} {}; seq {} x micro-batch {}{}"
              .format(inp["params"], inp["trainable_params"], inp["largest_layer_params"], inp["nodes"],
                      inp["gpus_per_node"], inp["precision"], inp["optimizer"], inp["seq_len"], inp["micro_batch"],
-                     ", activation checkpointing" if inp["activation_checkpointing"] else ""),
+                     (", activation checkpointing" if inp["activation_checkpointing"] else "")
+                     + (", gradient accumulation {} (grads: the peak over micro-steps)".format(
+                         inp["gradient_accumulation"]) if inp["gradient_accumulation"] > 1 else "")),
              "GiB per GPU: params, grads, master, optim, gathered, activ(+work), buffers, overhead -> total "
              "(limit {}); host GiB/node; comm GB/step per GPU".format(gib(inp["gpu_memory"])), ""]
     head = "{:>2}  {:<19} {:<22} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11} {:>6} {:>6} {:>7} {:>7} {:>6}  {}".format(

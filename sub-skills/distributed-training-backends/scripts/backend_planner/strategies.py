@@ -115,6 +115,7 @@ def plan(args):
         "planner_version": bundle_version(),
         "inputs": {"params": params, "trainable_params": trainable, "largest_layer_params": largest,
                    "fsdp_unit_params": unit, "seq_len": args.seq_len, "micro_batch": args.micro_batch,
+                   "gradient_accumulation": args.gradient_accumulation,
                    "precision": prec, "optimizer": opt, "optimizer_state_bytes_per_param": s_bytes,
                    "activation_checkpointing": args.activation_checkpointing, "gpus_per_node": G,
                    "nodes": M, "gpu_memory": args.gpu_memory, "host_memory": args.host_memory},
