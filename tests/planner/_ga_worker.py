@@ -12,6 +12,11 @@ A case runs two optimizer steps of GA micro-steps each (GA = 1 or 2). Recorded p
 - grads_in_step (DeepSpeed, at the boundary): held while the inner optimizer steps, when the
   fp32 gradient partition exists too.
 - unsharded_params (FSDP1/FSDP2): bytes of gathered (unsharded) parameters still allocated.
+- comm: bytes handed to each kind of gloo collective during the micro-step (forward, backward and,
+  at the boundary, the optimizer step), from the profiler's gloo:* events. gloo has no
+  reduce-scatter: DeepSpeed and FSDP all-reduce the whole buffer instead, so the figures are
+  payloads, not the ring traffic the planner plans; the test compares how they scale with GA.
+  Collectives under 1 KiB (overflow flags, scalars) are counted apart, as `<kind>_small`.
 Where the gradients live (deepspeed 0.19.8, torch 2.13.0):
 - DDP: each parameter's .grad (fp32: Accelerate-style autocast keeps weights fp32).
 - ZeRO-1/2: the 16-bit parameters' .grad and .grad_accum, the optimizer's averaged_gradients,
@@ -81,6 +86,38 @@ def outside(tensors, buffers):
     return keep, inside
 
 
+DTYPE_BYTES = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4,
+               "bool": 1, "unsigned char": 1, "signed char": 1}
+
+
+class Comm:
+    """Bytes this rank hands to gloo collectives inside the block, per collective (the profiler's
+    gloo:* events: input shapes and dtypes), so DDP's C++ reducer is counted like Python callers."""
+
+    def __enter__(self):
+        from torch.profiler import ProfilerActivity, profile
+        self.prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        self.prof.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.prof.__exit__(*exc)
+        self.bytes = {}
+        for e in self.prof.events():
+            if not e.name.startswith("gloo:"):
+                continue
+            n = 0
+            for shape, dtype in zip(e.input_shapes, getattr(e, "input_dtypes", []) or []):
+                if shape and all(isinstance(d, int) for d in shape):
+                    numel = 1
+                    for d in shape:
+                        numel *= d
+                    n += numel * DTYPE_BYTES.get(dtype, 4)
+            op = e.name.split(":", 1)[1] + ("_small" if n < 1024 else "")    # flags and scalars apart
+            self.bytes[op] = self.bytes.get(op, 0) + n
+        return False
+
+
 def batch(dtype, k):
     g = torch.Generator().manual_seed(100 * dist.get_rank() + k)
     return torch.randn(4, IN, generator=g).to(dtype)
@@ -113,14 +150,17 @@ def run_ddp(ga, no_sync):
         for micro in range(ga):
             boundary = micro == ga - 1
             ctx = ddp.no_sync() if (no_sync and not boundary) else contextlib.nullcontext()
-            with ctx:
-                with torch.autocast("cpu", dtype=BF16):
-                    loss = ddp(batch(torch.float32, k)).float().pow(2).mean()
-                loss.backward()
+            with Comm() as comm:
+                with ctx:
+                    with torch.autocast("cpu", dtype=BF16):
+                        loss = ddp(batch(torch.float32, k)).float().pow(2).mean()
+                    loss.backward()
+                grads = span_bytes(p.grad for p in m.parameters())
+                if boundary:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
             k += 1
-            rec.append({"boundary": boundary, "grads": span_bytes(p.grad for p in m.parameters())})
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+            rec.append({"boundary": boundary, "grads": grads, "comm": comm.bytes})
     return rec
 
 
@@ -185,14 +225,16 @@ def run_zero(stage, ga, overlap_comm=None):
             cur.clear()
             boundary = eng.is_gradient_accumulation_boundary()
             assert boundary == (micro == ga - 1), (micro, ga, boundary)
-            loss = eng(batch(BF16, k)).float().pow(2).mean()
-            eng.backward(loss)
+            with Comm() as comm:
+                loss = eng(batch(BF16, k)).float().pow(2).mean()
+                eng.backward(loss)
+                grads, in_bucket = ds_grad_tensors(zopt, m, stage)
+                full = sum(p.numel() for p in m.parameters() if p.grad is not None)
+                eng.step()
             k += 1
-            grads, in_bucket = ds_grad_tensors(zopt, m, stage)
             r = {"boundary": boundary, "grads": grads, "grads_in_reduce_bucket": in_bucket,
-                 "grads_before_reduction": cur.get("grads_before_reduction"),
-                 "full_grad_params": sum(p.numel() for p in m.parameters() if p.grad is not None)}
-            eng.step()
+                 "grads_before_reduction": cur.get("grads_before_reduction"), "full_grad_params": full,
+                 "comm": comm.bytes}
             if "grads_in_step" in cur:
                 r["grads_in_step"] = cur["grads_in_step"]
             rec.append(r)
@@ -230,14 +272,16 @@ def run_fsdp1(ga, strategy="FULL_SHARD"):
     for _ in range(2):
         for micro in range(ga):
             boundary = micro == ga - 1
-            with (contextlib.nullcontext() if boundary else f.no_sync()):
-                loss = f(batch(torch.float32, k)).float().pow(2).mean()
-                loss.backward()
+            with Comm() as comm:
+                with (contextlib.nullcontext() if boundary else f.no_sync()):
+                    loss = f(batch(torch.float32, k)).float().pow(2).mean()
+                    loss.backward()
+                grads, full = held()
+                if boundary:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
             k += 1
-            grads, full = held()
-            rec.append({"boundary": boundary, "grads": grads, "unsharded_params": full})
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+            rec.append({"boundary": boundary, "grads": grads, "unsharded_params": full, "comm": comm.bytes})
     return {"micro_steps": rec, "units": len(handles)}
 
 
@@ -274,13 +318,15 @@ def run_fsdp2(ga, reduce_dtype):
         for micro in range(ga):
             boundary = micro == ga - 1
             m.set_requires_gradient_sync(boundary)
-            loss = m(batch(torch.float32, k)).float().pow(2).mean()
-            loss.backward()
+            with Comm() as comm:
+                loss = m(batch(torch.float32, k)).float().pow(2).mean()
+                loss.backward()
+                grads, full = held()
+                if boundary:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
             k += 1
-            grads, full = held()
-            rec.append({"boundary": boundary, "grads": grads, "unsharded_params": full})
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+            rec.append({"boundary": boundary, "grads": grads, "unsharded_params": full, "comm": comm.bytes})
     return {"micro_steps": rec, "fsdp_params": len(fsdp_params)}
 
 
@@ -294,9 +340,11 @@ CASES = {
     "zero2-ga1": lambda: run_zero(2, 1),
     "zero2-ga2": lambda: run_zero(2, 2),
     "zero2-ga2-overlap": lambda: run_zero(2, 2, overlap_comm=True),
+    "zero3-ga1": lambda: run_zero(3, 1),
     "zero3-ga2": lambda: run_zero(3, 2),
     "fsdp1-ga1": lambda: run_fsdp1(1),
     "fsdp1-ga2-no_sync": lambda: run_fsdp1(2),
+    "fsdp1-shard-grad-op-ga1": lambda: run_fsdp1(1, "SHARD_GRAD_OP"),
     "fsdp1-shard-grad-op-ga2-no_sync": lambda: run_fsdp1(2, "SHARD_GRAD_OP"),
     "fsdp2-ga1": lambda: run_fsdp2(1, None),
     "fsdp2-ga2-no_sync": lambda: run_fsdp2(2, None),

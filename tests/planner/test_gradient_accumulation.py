@@ -164,6 +164,42 @@ def test_fsdp2_with_an_fp32_reduce_dtype_accumulates_fp32(measured):
         assert rec["grads"] == want, (rank, rec)
 
 
+# ----------------------------------------------------------------------------- communication
+
+def per_step(measured, case):
+    """Collective payload bytes per optimizer step, per kind, in the second (steady) step of rank 0;
+    collectives under 1 KiB (overflow flags, scalars: `<kind>_small`) left out."""
+    recs = measured[0]["cases"][case]["micro_steps"]
+    second = recs[len(recs) // 2:]
+    out = {}
+    for rec in second:
+        for op, n in rec["comm"].items():
+            if not op.endswith("_small"):
+                out[op] = out.get(op, 0) + n
+    return out
+
+
+# (GA 1 case, GA 2 case, factor on the gradient reduction, factor on the parameter gathers)
+COMM = [("ddp-ga1", "ddp-ga2-no_sync", 1, None), ("ddp-ga1", "ddp-ga2", 2, None),
+        ("zero1-ga1", "zero1-ga2", 1, 1), ("zero2-ga1", "zero2-ga2", 2, 1), ("zero3-ga1", "zero3-ga2", 2, 2),
+        ("fsdp1-ga1", "fsdp1-ga2-no_sync", 1, 2), ("fsdp1-shard-grad-op-ga1", "fsdp1-shard-grad-op-ga2-no_sync", 1, 1),
+        ("fsdp2-ga1", "fsdp2-ga2-no_sync", 1, 2)]
+
+
+@pytest.mark.parametrize("ga1,ga2,reduce_factor,gather_factor", COMM, ids=[c[1] for c in COMM])
+def test_which_collectives_repeat_every_micro_step(measured, ga1, ga2, reduce_factor, gather_factor):
+    """ZeRO-1, DDP under no_sync and FSDP under no_sync reduce gradients once per optimizer step;
+    ZeRO-2/3 reduce every micro-step (DeepSpeedEngine.allreduce_gradients); ZeRO-3 and FSDP
+    FULL_SHARD/FSDP2 gather parameters every micro-step; SHARD_GRAD_OP keeps them gathered
+    between micro-steps under no_sync, so it gathers once per step."""
+    one, two = per_step(measured, ga1), per_step(measured, ga2)
+    assert one["all_reduce"] > 0 and two["all_reduce"] == reduce_factor * one["all_reduce"], (one, two)
+    if gather_factor is None:
+        assert "all_gather" not in one and "all_gather" not in two
+    else:
+        assert one["all_gather"] > 0 and two["all_gather"] == gather_factor * one["all_gather"], (one, two)
+
+
 # ----------------------------------------------------------------------------- the planner
 
 def tiny_plan(*extra):
@@ -211,3 +247,17 @@ def test_accumulation_moves_the_recommendation_from_zero1_to_zero2():
     assert "between boundaries" in z1["why"]
     assert four["recommended"]["strategy"] == "zero2" and four["recommended"]["fits"]
     assert candidate(four, "zero2")["per_gpu_bytes"] == candidate(one, "zero2")["per_gpu_bytes"]
+
+
+def test_planned_communication_scales_like_the_measured_collectives():
+    """comm_bytes_per_gpu is per optimizer step: with GA g, ZeRO-2 adds (g - 1) gradient
+    reductions, ZeRO-3 repeats everything, FSDP FULL_SHARD/FSDP2 add (g - 1) parameter gathers
+    (forward and backward); DDP, ZeRO-1 and SHARD_GRAD_OP are unchanged."""
+    one, three = tiny_plan(), tiny_plan("--gradient-accumulation", 3)
+    r = 1 / 2                                        # ring factor (N - 1) / N for N = 2
+    extra = {"ddp": 0, "zero1": 0, "zero2": 2 * r * W * P, "zero3": 2 * (2 * r * W * P + r * W * P),
+             "fsdp-shard-grad-op": 0, "fsdp-full-shard": 2 * 2 * r * W * P, "fsdp2": 2 * 2 * r * W * P,
+             "hsdp": 2 * 2 * r * W * P}
+    for strategy, add in extra.items():
+        c1, c3 = candidate(one, strategy), candidate(three, strategy)
+        assert c3["comm_bytes_per_gpu"] - c1["comm_bytes_per_gpu"] == int(add), strategy

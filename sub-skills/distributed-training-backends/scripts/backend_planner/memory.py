@@ -140,6 +140,7 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
     ring = lambda n: (n - 1) / n if n > 1 else 0.0  # noqa: E731
     shard = lambda x, n=N: ceil_div(x, n)  # noqa: E731
     opt_shard = ceil_div(opt_total, N)
+    ga = args.gradient_accumulation
     load_peak = G * w * P                    # every process loads its own copy into CPU RAM
     if strategy == "ddp":
         gpu.update(parameters=4 * P, gradients=4 * T, optimizer_states=opt_total)
@@ -150,16 +151,20 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
     elif strategy in ("zero1", "zero2", "zero3"):
         stage = int(strategy[-1])
         master = shard(4 * T)                # a separate fp32 copy, also when training in fp32
-        g16 = shard(w * T)                   # deepspeed 0.19.8 reduce-scatters at stage 1 too (measured)
+        g16 = shard(w * T)                   # at the step, stage 1 too (measured); between boundaries below
         g32 = shard(4 * T)
         p16 = w * P if stage < 3 else shard(w * P)
         gpu.update(parameters=p16, gradients=g16 + g32, master_weights=master, optimizer_states=opt_shard)
         buffers = w * min(T, DS_REDUCE_BUCKET)
         if stage < 3:
             comm = ring(N) * w * T + ring(N) * w * P
+            if stage == 2 and ga > 1:        # stage 2 reduces every micro-step, stage 1 at the boundary
+                comm += (ga - 1) * ring(N) * w * T
         else:
             gpu["gathered_params"] = 2 * w * unit + w * unit
             comm = 2 * ring(N) * w * P + ring(N) * w * T
+            if ga > 1:                       # gathers and reduces every micro-step
+                comm *= ga
             load_peak = w * P                # zero.Init (zero3_init_flag) materialises partitions only
         why = {1: "ZeRO-1 shards optimizer states and fp32 master weights",
                2: "ZeRO-2 also shards gradients",
@@ -192,6 +197,8 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
         else:
             gpu["gathered_params"] = 2 * w * unit + w * unit
             comm = 2 * ring(n) * w * P + ring(n) * w * T
+            if ga > 1:                       # no_sync: gathers every micro-step, reduces at the boundary
+                comm += (ga - 1) * 2 * ring(n) * w * P
             why = {"fsdp-full-shard": "FSDP1 FULL_SHARD: everything sharded, one wrapped unit gathered at a time",
                    "fsdp2": "FSDP2 (fully_shard): everything sharded, per-parameter DTensor shards",
                    "fsdp-hybrid-shard": "FSDP1 HYBRID_SHARD: shard inside a node, replicate across nodes",
@@ -211,7 +218,7 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
     if M > 1 and internode == 0:
         internode = comm
     between = None
-    if args.gradient_accumulation > 1:
+    if ga > 1:
         between = grads_between_boundaries(strategy, offload, T=T, N=N, w=w, largest=largest,
                                            at_boundary=gpu["gradients"])
         if between > gpu["gradients"]:
