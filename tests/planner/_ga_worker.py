@@ -28,6 +28,7 @@ Where the gradients live (deepspeed 0.19.8, torch 2.13.0):
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -187,10 +188,11 @@ def ds_grad_tensors(zopt, model, stage):
 
 def run_zero(stage, ga, overlap_comm=None):
     import deepspeed
-    import deepspeed.comm.torch as ds_torch_comm
     # The CPU accelerator JIT-builds a shared-memory all-reduce op (needs a C++ compiler, minutes);
     # without it DeepSpeed falls back to torch.distributed (gloo), which is all this test needs.
-    ds_torch_comm.build_shm_op = lambda: None
+    # `import deepspeed.comm.torch as m` would bind the torch library (deepspeed.comm re-exports
+    # it under that name), so the module is looked up by its full name.
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
     deepspeed.init_distributed(dist_backend="gloo")
     m = make_model()
     zo = {"stage": stage}

@@ -59,25 +59,27 @@ def run_ranks(worker: Path, tmp: Path, *args, world: int = 2, env: dict | None =
     import pytest
     base = dict(os.environ, DS_ACCELERATOR="cpu", WORLD_SIZE=str(world), PLANNER_STORE=str(tmp / "store"),
                 PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", **(env or {}))
-    procs = []
+    import time
+    procs, logs = [], [tmp / f"rank{rank}.log" for rank in range(world)]
     try:
         for rank in range(world):
             e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
-            procs.append(subprocess.Popen([sys.executable, str(worker), str(tmp / f"rank{rank}.json"), *map(str, args)],
-                                          env=e, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          stdin=subprocess.DEVNULL, text=True))
-        errs = []
+            with open(logs[rank], "w") as log:       # a file, not a pipe: a full pipe would stall the job
+                procs.append(subprocess.Popen([sys.executable, str(worker), str(tmp / f"rank{rank}.json"),
+                                               *map(str, args)], env=e, cwd=REPO, stdout=log,
+                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + timeout
         for p in procs:
             try:
-                _, err = p.communicate(timeout=timeout)
+                p.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                pytest.fail(f"{world}-process job {worker.name} hung for {timeout} s")
-            errs.append(err)
+                tails = "\n".join(f"rank {r}: {logs[r].read_text(errors='replace')[-1000:]}" for r in range(world))
+                pytest.fail(f"{world}-process job {worker.name} hung for {timeout} s\n{tails}")
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
     for rank, p in enumerate(procs):
-        assert p.returncode == 0, f"rank {rank} exit {p.returncode}: {errs[rank][-2000:]}"
+        assert p.returncode == 0, f"rank {rank} exit {p.returncode}: {logs[rank].read_text(errors='replace')[-2000:]}"
     return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(world)]

@@ -1,9 +1,10 @@
 """Model-state bytes per rank: a real 2-process CPU job (gloo) trains a tiny model under DDP,
-DeepSpeed ZeRO-1/2/3 (DS_ACCELERATOR=cpu) and FSDP2 (fully_shard), counts every parameter,
+DeepSpeed ZeRO-1/2/3 (DS_ACCELERATOR=cpu), FSDP2 (fully_shard) and FSDP1 (FULL_SHARD,
+SHARD_GRAD_OP), counts every parameter,
 gradient, fp32 master-weight and optimizer-state tensor each rank holds
 (tests/planner/_state_worker.py), and the planner must predict each count exactly.
 
-One job runs all five strategies (one launch for world size 2). Allowances: none for the counted
+One job runs all seven strategies (one launch for world size 2). Allowances: none for the counted
 categories. Not counted: the optimizer's scalar `step` tensors (4 bytes per parameter tensor or
 flat group), DDP's gradient buckets and DeepSpeed's bucket buffers (the planner's separate
 `communication_buffers`), and DeepSpeed alignment padding, which is zero here because the
@@ -33,7 +34,8 @@ def planned():
                      "--gpus-per-node", WORLD, "--precision", "bf16", "--optimizer", "adamw", "--seq-len", 8)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "zero3", "fsdp2"])
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "zero3", "fsdp2", "fsdp-full-shard",
+                                      "fsdp-shard-grad-op"])
 def test_planner_matches_bytes_each_rank_holds(measured, planned, strategy):
     want = candidate(planned, strategy)["per_gpu_bytes"]
     for rank in measured:
@@ -62,6 +64,7 @@ def test_sharding_really_divides_by_world_size(measured):
     """Guard against a job that silently ran with one rank: sharded states are half of DDP's."""
     s = measured[0]["strategies"]
     assert s["fsdp2"]["optimizer_states"] * WORLD == s["ddp"]["optimizer_states"]
+    assert s["fsdp-full-shard"]["parameters"] * WORLD == s["ddp"]["parameters"]
     assert s["zero3"]["parameters"] * WORLD == 2 * P
 
 
