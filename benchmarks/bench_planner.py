@@ -14,7 +14,7 @@ Bytecode is cached in a temporary PYTHONPYCACHEPREFIX, never in the repository.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import statistics
@@ -64,18 +64,17 @@ def main() -> int:
             flag = "" if label.startswith("interpreter") else ("  (goal <= 0.100 s: {})".format(
                 "met" if med <= 0.1 else "NOT met"))
             print(f"  {label:<38} median {med:.3f} s  best {best:.3f} s{flag}")
-        spec = importlib.util.spec_from_file_location("_planner", SCRIPT.with_name("_planner.py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        sys.path.insert(0, str(SCRIPT.parent))
+        cli = importlib.import_module("backend_planner.cli")
         for label, argv in (("in-process plan --params", ["--params", "7e9"]),
                             ("in-process plan --model-config", ["--model-config", str(cfg)])):
-            args = mod.build_parser().parse_args(argv)
-            args.params = None if args.params is None else mod.parse_count(args.params, "--params")
-            args.gpu_memory = mod.parse_size(args.gpu_memory, "--gpu-memory")
-            args.reserve = mod.parse_size(args.reserve, "--reserve")
+            args = cli.build_parser().parse_args(argv)
+            args.params = None if args.params is None else cli.parse_count(args.params, "--params")
+            args.gpu_memory = cli.parse_size(args.gpu_memory, "--gpu-memory")
+            args.reserve = cli.parse_size(args.reserve, "--reserve")
             n, t0 = 0, time.perf_counter()
             while time.perf_counter() - t0 < 1.0:
-                mod.plan(args)
+                cli.plan(args)
                 n += 1
             dt = (time.perf_counter() - t0) / n
             print(f"  {label:<38} {dt * 1e3:.2f} ms per plan ({n} plans in 1 s)")

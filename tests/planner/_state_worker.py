@@ -1,5 +1,6 @@
 """One rank of a 2-process CPU (gloo) job that trains a tiny model for two steps under DDP,
-DeepSpeed ZeRO-1/2/3 (DS_ACCELERATOR=cpu) and FSDP2 (fully_shard) in turn, and records the
+DeepSpeed ZeRO-1/2/3 (DS_ACCELERATOR=cpu), FSDP2 (fully_shard) and FSDP1 (FULL_SHARD,
+SHARD_GRAD_OP) in turn, and records the
 bytes of every parameter, gradient, fp32 master-weight and optimizer-state tensor this rank
 holds. Run by test_model_states.py; writes JSON to argv[1].
 
@@ -12,9 +13,12 @@ Where each category lives (deepspeed 0.19.8, torch 2.13.0):
 - ZeRO-3 (DeepSpeedZeroOptimizer_Stage3): 16-bit weights = each parameter's ds_tensor;
   16-bit gradients = grad_partitions_flat_buffer; fp32 master/gradient/states as above.
 - FSDP2: local shards (DTensor.to_local()) of parameters, gradients and optimizer states.
+- FSDP1 (use_orig_params=True): the original parameters, their .grad and optimizer states, all
+  views of each unit's local flat shard.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -75,10 +79,11 @@ def run_ddp():
 
 def run_zero(stage):
     import deepspeed
-    import deepspeed.comm.torch as ds_torch_comm
     # The CPU accelerator JIT-builds a shared-memory all-reduce op (needs a C++ compiler, minutes);
     # without it DeepSpeed falls back to torch.distributed (gloo), which is all this test needs.
-    ds_torch_comm.build_shm_op = lambda: None
+    # `import deepspeed.comm.torch as m` would bind the torch library (deepspeed.comm re-exports
+    # it under that name), so the module is looked up by its full name.
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
     deepspeed.init_distributed(dist_backend="gloo")
     m = make_model()
     zo = {"stage": stage}
@@ -137,6 +142,27 @@ def run_fsdp2():
             "optimizer_states": nbytes(state_tensors(opt)), "optimizer_states_before_first_step": states_before_step}
 
 
+def run_fsdp1(strategy):
+    """FSDP1 (FullyShardedDataParallel) with use_orig_params=True, one unit per Linear plus the root:
+    the original parameters are views into each unit's local flat shard."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    m = make_model()
+    f = FSDP(m, device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy[strategy], use_orig_params=True,
+             auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+             mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16))
+    opt = torch.optim.AdamW(f.parameters(), lr=1e-3)
+    for _ in range(2):
+        opt.zero_grad()
+        loss = f(batch(torch.float32)).float().pow(2).mean()
+        loss.backward()
+        grads = nbytes(p.grad for p in f.parameters())
+        opt.step()
+    return {"parameters": nbytes(f.parameters()), "gradients": grads, "master_weights": 0,
+            "optimizer_states": nbytes(state_tensors(opt))}
+
+
 def main():
     out_path = sys.argv[1]
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -144,7 +170,9 @@ def main():
     result = {"rank": rank, "world_size": world,
               "total_params": sum(p.numel() for p in make_model().parameters()), "strategies": {}}
     for name, fn in (("ddp", run_ddp), ("zero1", lambda: run_zero(1)), ("zero2", lambda: run_zero(2)),
-                     ("zero3", lambda: run_zero(3)), ("fsdp2", run_fsdp2)):
+                     ("zero3", lambda: run_zero(3)), ("fsdp2", run_fsdp2),
+                     ("fsdp-full-shard", lambda: run_fsdp1("FULL_SHARD")),
+                     ("fsdp-shard-grad-op", lambda: run_fsdp1("SHARD_GRAD_OP"))):
         t0 = time.monotonic()
         try:
             result["strategies"][name] = fn()

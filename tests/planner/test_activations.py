@@ -45,13 +45,13 @@ def measured():
 
 
 @pytest.mark.parametrize("fam,seq,mbs,ck,prec", CASES)
-def test_planner_activation_formula_within_10_percent(tmp_path, planner_module, measured, fam, seq, mbs, ck, prec):
+def test_planner_activation_formula_within_10_percent(tmp_path, planner, measured, fam, seq, mbs, ck, prec):
     cfg = write_config(tmp_path, LLAMA if fam == "llama" else GPT2_CFG)
     args = ["--model-config", cfg, "--seq-len", seq, "--micro-batch", mbs, "--precision", prec,
             "--gpus-per-node", 1]
     if ck:
         args.append("--activation-checkpointing")
-    rc, out, _ = run_inproc(planner_module, *args, "--output", "json")    # the CLI path, in-process
+    rc, out, _ = run_inproc(planner.cli, *args, "--output", "json")    # the CLI path, in-process
     planned = json.loads(out)["candidates"][0]["per_gpu_bytes"]["activations"]
     got = measured[(fam, seq, mbs, ck, prec)]
     assert abs(planned - got) <= 0.10 * got, (planned, got)

@@ -117,8 +117,8 @@ BAD = [
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a) or "no-args")
-def test_bad_input_one_line_exit_2(planner_module, args):
-    rc, out, err = run_inproc(planner_module, *args)
+def test_bad_input_one_line_exit_2(planner, args):
+    rc, out, err = run_inproc(planner.cli, *args)
     assert rc == 2, (rc, out[:300], err)
     assert out == ""
     lines = err.strip().splitlines()
@@ -156,15 +156,15 @@ NOT_CONFIGS = {
 
 
 @pytest.mark.parametrize("name", sorted(NOT_CONFIGS))
-def test_config_that_is_not_one(tmp_path, planner_module, name):
+def test_config_that_is_not_one(tmp_path, planner, name):
     p = tmp_path / name
     p.write_bytes(NOT_CONFIGS[name])
-    rc, out, err = run_inproc(planner_module, "--model-config", p)
+    rc, out, err = run_inproc(planner.cli, "--model-config", p)
     assert rc == 2 and out == "", (rc, out[:200])
     assert len(err.strip().splitlines()) == 1, err
 
 
-def test_unreadable_config_is_one_line(tmp_path, planner_module, monkeypatch, capsys):
+def test_unreadable_config_is_one_line(tmp_path, planner, monkeypatch, capsys):
     """A permission error on open (chmod 000 does not stop root, so the error is injected)."""
     p = write_config(tmp_path, {"model_type": "llama"})
     real_open = open
@@ -175,7 +175,7 @@ def test_unreadable_config_is_one_line(tmp_path, planner_module, monkeypatch, ca
         return real_open(path, *a, **k)
 
     monkeypatch.setattr("builtins.open", deny)
-    assert planner_module.main(["--model-config", str(p)]) == 2
+    assert planner.cli.main(["--model-config", str(p)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Permission denied" in err
 
@@ -303,14 +303,14 @@ VALUES = ["7e9", "1", "0", "-1", "1e16", "1e17", "nan", "inf", "80GiB", "1B", "0
 
 @settings(max_examples=150, deadline=None)
 @given(st.booleans(), st.lists(st.one_of(st.sampled_from(FLAGS), st.sampled_from(VALUES)), max_size=12))
-def test_random_argument_lists_never_traceback(planner_module, with_model, argv):
+def test_random_argument_lists_never_traceback(planner, with_model, argv):
     argv = (["--params", "7e9"] if with_model else []) + argv
     import contextlib
     import io
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            rc = planner_module.main(argv)
+            rc = planner.cli.main(argv)
         except SystemExit as exc:       # argparse's own usage errors
             rc = exc.code
     assert rc in (0, 1, 2)

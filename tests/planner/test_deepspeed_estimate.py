@@ -26,24 +26,24 @@ def ds():
     return z2, z3
 
 
-def test_zero2_grid(ds, planner_module):
+def test_zero2_grid(ds, planner):
     z2 = ds[0]
     n = 0
     for p, g, m, off, f in itertools.product(PARAMS, GPUS, NODES, (False, True), FACTORS):
         p = int(p)
-        assert planner_module.ds_zero2_estimate(p, g, m, off, f) == z2(p, g, m, off, f), (p, g, m, off, f)
+        assert planner.memory.ds_zero2_estimate(p, g, m, off, f) == z2(p, g, m, off, f), (p, g, m, off, f)
         n += 1
     assert n == 432
 
 
-def test_zero3_grid(ds, planner_module):
+def test_zero3_grid(ds, planner):
     z3 = ds[1]
     n = 0
     for p, g, m, off, offp, init, f in itertools.product(PARAMS, GPUS, NODES, (False, True), (False, True),
                                                          (False, True), FACTORS):
         p = int(p)
         for largest in {1, max(1, p // 50), p}:
-            got = planner_module.ds_zero3_estimate(p, largest, g, m, off, offp, init, f)
+            got = planner.memory.ds_zero3_estimate(p, largest, g, m, off, offp, init, f)
             assert got == z3(p, largest, g, m, off, offp, init, f), (p, largest, g, m, off, offp, init, f)
             n += 1
     assert n > 3000

@@ -1,9 +1,10 @@
 """Model-state bytes per rank: a real 2-process CPU job (gloo) trains a tiny model under DDP,
-DeepSpeed ZeRO-1/2/3 (DS_ACCELERATOR=cpu) and FSDP2 (fully_shard), counts every parameter,
+DeepSpeed ZeRO-1/2/3 (DS_ACCELERATOR=cpu), FSDP2 (fully_shard) and FSDP1 (FULL_SHARD,
+SHARD_GRAD_OP), counts every parameter,
 gradient, fp32 master-weight and optimizer-state tensor each rank holds
 (tests/planner/_state_worker.py), and the planner must predict each count exactly.
 
-One job runs all five strategies (one launch for world size 2). Allowances: none for the counted
+One job runs all seven strategies (one launch for world size 2). Allowances: none for the counted
 categories. Not counted: the optimizer's scalar `step` tensors (4 bytes per parameter tensor or
 flat group), DDP's gradient buckets and DeepSpeed's bucket buffers (the planner's separate
 `communication_buffers`), and DeepSpeed alignment padding, which is zero here because the
@@ -11,15 +12,11 @@ flat group), DDP's gradient buckets and DeepSpeed's bucket buffers (the planner'
 times the world size, so a real model may hold up to that many extra elements per rank)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from _planner_helpers import REPO, candidate, plan_json
+from _planner_helpers import candidate, plan_json, run_ranks
 
 WORKER = Path(__file__).with_name("_state_worker.py")
 WORLD = 2
@@ -28,27 +25,7 @@ P = 64 * 128 + 128 * 128 + 128 * 64
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("states")
-    env = dict(os.environ, DS_ACCELERATOR="cpu", WORLD_SIZE=str(WORLD), PLANNER_STORE=str(tmp / "store"),
-               PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-    procs = []
-    for rank in range(WORLD):
-        e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), str(tmp / f"rank{rank}.json")], env=e,
-                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      stdin=subprocess.DEVNULL, text=True))
-    outs = []
-    for p in procs:
-        try:
-            _, err = p.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("2-process job hung for 600 s")
-        outs.append(err)
-    for rank, p in enumerate(procs):
-        assert p.returncode == 0, f"rank {rank} exit {p.returncode}: {outs[rank][-2000:]}"
-    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    return run_ranks(WORKER, tmp_path_factory.mktemp("states"), world=WORLD)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +34,8 @@ def planned():
                      "--gpus-per-node", WORLD, "--precision", "bf16", "--optimizer", "adamw", "--seq-len", 8)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "zero3", "fsdp2"])
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "zero3", "fsdp2", "fsdp-full-shard",
+                                      "fsdp-shard-grad-op"])
 def test_planner_matches_bytes_each_rank_holds(measured, planned, strategy):
     want = candidate(planned, strategy)["per_gpu_bytes"]
     for rank in measured:
@@ -86,6 +64,7 @@ def test_sharding_really_divides_by_world_size(measured):
     """Guard against a job that silently ran with one rank: sharded states are half of DDP's."""
     s = measured[0]["strategies"]
     assert s["fsdp2"]["optimizer_states"] * WORLD == s["ddp"]["optimizer_states"]
+    assert s["fsdp-full-shard"]["parameters"] * WORLD == s["ddp"]["parameters"]
     assert s["zero3"]["parameters"] * WORLD == 2 * P
 
 

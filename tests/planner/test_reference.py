@@ -26,15 +26,15 @@ def section(title):
     return TEXT.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def test_deepspeed_defaults_quoted(planner_module):
+def test_deepspeed_defaults_quoted(planner):
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
     from deepspeed.runtime.zero.offload_config import DeepSpeedZeroOffloadParamConfig
     z = DeepSpeedZeroConfig()
-    assert z.reduce_bucket_size == 5 * 10 ** 8 == planner_module.DS_REDUCE_BUCKET
+    assert z.reduce_bucket_size == 5 * 10 ** 8 == planner.memory.DS_REDUCE_BUCKET
     assert z.param_persistence_threshold == 10 ** 5
     off = DeepSpeedZeroOffloadParamConfig()
     assert (off.buffer_count, off.buffer_size) == (5, 10 ** 8)
-    assert planner_module.DS_NVME_BUFFERS == off.buffer_count * off.buffer_size
+    assert planner.memory.DS_NVME_BUFFERS == off.buffer_count * off.buffer_size
     for needle in ("reduce_bucket_size` default 5e8", "`stage3_param_persistence_threshold` (default 1e5",
                    "`buffer_count` 5 x `buffer_size` 1e8"):
         assert needle in TEXT, needle
@@ -55,10 +55,10 @@ def test_fsdp2_names_exist():
         assert name in TEXT
 
 
-def test_optimizer_table_lists_exactly_the_planner_optimizers(planner_module):
+def test_optimizer_table_lists_exactly_the_planner_optimizers(planner):
     rows = [ln for ln in section("Optimizer state bytes").splitlines() if ln.startswith("| `")]
     names = {n for row in rows[1:] for n in re.findall(r"`([a-z0-9-]+)`", row.split("|")[1])}
-    assert names == set(planner_module.OPTIMIZERS)
+    assert names == set(planner.memory.OPTIMIZERS)
 
 
 def test_every_flag_in_the_reference_is_in_help():
@@ -127,7 +127,7 @@ def test_worked_example_totals_and_ranking(worked):
     assert worked["recommended"]["strategy"] == "zero1" and not tot["ddp"]["fits"]
 
 
-def test_activation_checkpointing_ratio_quoted(planner_module):
+def test_activation_checkpointing_ratio_quoted():
     h, f, w = 4096, 11008, 2
     per_tok = 2 * (4 * h + 4 + 2 * w * h) + w * (2 * h + 2 * h + 4 * f) + 4 * 32
     assert round(per_tok / (w * h)) == 23

@@ -4,7 +4,7 @@
 Ranks DDP, DeepSpeed ZeRO-1/2/3 (+ CPU/NVMe offload), FSDP1, FSDP2 and HSDP by per-GPU memory and
 can write the recommended Accelerate config. Standard library only; never imports torch,
 accelerate or deepspeed; never downloads. Run with --help for usage and exit codes; the arithmetic
-is in ../references/memory-planning.md, the code in _planner.py.
+is in ../references/memory-planning.md, the code in the backend_planner package.
 """
 import os
 import signal
@@ -16,7 +16,7 @@ if hasattr(signal, "SIGPIPE"):
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _planner import main  # noqa: E402
+from backend_planner.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     try:
