@@ -76,6 +76,13 @@ class InputError(Exception):
 # One input limit for every file the validator reads (a config, standard input, or the
 # DeepSpeed JSON an Accelerate config names); real configs are a few KiB.
 MAX_INPUT_BYTES = 5 * 1024 * 1024
+# YAML limits (loader_yaml.py; stated in --help, which must not import PyYAML to say them)
+YAML_MAX_DEPTH = 100  # nesting of mappings/sequences
+YAML_MAX_NODES = 200_000  # nodes after alias expansion (alias bombs)
+# accelerate reads configs with yaml.safe_load, i.e. PyYAML's pure-Python SafeLoader, which refuses a
+# few inputs libyaml accepts (a tab after "key:", for one). Inputs up to this size are parsed by that
+# same parser; larger ones (never a real config) by libyaml when available, for bounded time.
+YAML_PURE_PYTHON_LIMIT = 256 * 1024
 
 
 def decode_input(raw: bytes) -> str:

@@ -19,10 +19,10 @@ from typing import Dict, List, Optional, Tuple
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from backend_validator import core  # type: ignore
-    from backend_validator.cli import VERIFIED_AGAINST  # type: ignore
+    from backend_validator.version import VERIFIED_AGAINST  # type: ignore
 else:
     from . import core
-    from .cli import VERIFIED_AGAINST
+    from .version import VERIFIED_AGAINST
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.normpath(os.path.join(HERE, "..", "..", "references", "validator-rules.md"))
