@@ -69,3 +69,58 @@ def test_ci_format_names_match_the_writer():
     sys.path.insert(0, str(SCRIPTS))
     from backend_validator import cli, formats
     assert cli.CI_FORMATS == formats.CHOICES
+
+
+def _docs_corpus():
+    """Parsed documents: every rule's Fails/Passes examples, the shipped configs, the reviewer set."""
+    import importlib.util
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, docs, engine
+    engine.rules_loaded()
+    out = []
+    for r in core.REGISTRY.values():
+        for label, (lang, text) in docs.parse_doc(r.doc)[1].items():
+            out.append((f"{r.id} {label}", text, "x.json" if lang == "json" else "x.yaml"))
+    for p in sorted(EX.iterdir()):
+        out.append((p.name, p.read_text(encoding="utf-8"), p.name))
+    spec = importlib.util.spec_from_file_location("reviewer_configs", REPO / "tests" / "validator" / "reviewer_configs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out += [(cid, text, name) for cid, text, _expect, name in mod.C]
+    docs_ = []
+    for name, text, fname in out:
+        try:
+            docs_.append((name, engine.parse_input(text, fname, None, "auto")))
+        except core.InputError:
+            pass
+    return docs_
+
+
+def test_a_topic_module_reports_nothing_on_a_document_that_does_not_mention_its_words():
+    """rules/__init__.py imports a module with NEEDS = (...) only for a document that mentions one
+    of the words: each rule of it must report nothing on any other document, and each of its rules'
+    failing examples must mention a word (else the check would never run on it)."""
+    from backend_validator import core, rules
+    corpus = _docs_corpus()
+    assert len(corpus) > 400
+    gated = {m: w for m, w in rules._scan()[1].items() if w}
+    assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed"} <= set(gated)
+    checked = skipped = 0
+    for m in gated:
+        mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]
+        assert mod_rules, m
+        for name, doc in corpus:
+            if rules.needed(m, doc):
+                continue
+            skipped += 1
+            for r in mod_rules:
+                ctx = core.Context(doc=doc, options=core.Options(cwd=str(REPO)))
+                ctx._rule = r
+                for _ in r.func(ctx) or ():
+                    pass
+                assert not ctx.findings, (m, r.id, name, ctx.findings)
+                checked += 1
+        for r in mod_rules:
+            fails = [d for n, d in corpus if n == f"{r.id} Fails"]
+            assert fails and all(rules.needed(m, d) for d in fails), (m, r.id)
+    assert checked > 1000 and skipped > 100

@@ -80,7 +80,7 @@ def list_rules(output: str, out: TextIO) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="validate_backend_config.py",
         description="Statically check Accelerate launch configs (YAML or JSON) and DeepSpeed JSON "
                     "for what accelerate/deepspeed would reject or silently ignore. Never imports "
@@ -114,9 +114,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
     p.add_argument("--explain", action="store_true",
                    help="with --launch-command: print each effective value and where it came from")
-    from .launch.cli_launch import EPILOG as _LAUNCH_EPILOG
-    p.epilog = (p.epilog or "") + "\n" + _LAUNCH_EPILOG
+    p._building = False
     return p
+
+
+class _Parser(argparse.ArgumentParser):
+    """The launch-command examples join the epilog when help is printed (launch/ is not imported
+    for a file check). While the options are added, argparse formats each one only to check it:
+    that formatter gets a fixed width, so shutil (terminal size) is imported only to print help or
+    a usage error."""
+
+    _building = True
+
+    def _get_formatter(self):
+        if self._building:
+            return self.formatter_class(prog=self.prog, width=80)
+        return super()._get_formatter()
+
+    def format_help(self) -> str:
+        if not getattr(self, "_launch_epilog", False):
+            from .launch.cli_launch import EPILOG as launch_epilog
+            self.epilog = (self.epilog or "") + "\n" + launch_epilog
+            self._launch_epilog = True
+        return super().format_help()
 
 
 class _LazyVersion(argparse._VersionAction):

@@ -42,6 +42,10 @@ def _load_yaml(text: str, name: str, source_path: Optional[str]) -> Doc:
 
 
 def looks_like_deepspeed(data: Any) -> bool:
+    """deepspeed.looks_like_deepspeed, whose DeepSpeed tables load only for a document without any of
+    Accelerate's own top-level keys."""
+    if not isinstance(data, dict) or not set(map(str, data)).isdisjoint(core.ACCELERATE_MARKERS):
+        return False
     from .deepspeed import looks_like_deepspeed as f
     return bool(f(data))
 

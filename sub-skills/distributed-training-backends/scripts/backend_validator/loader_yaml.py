@@ -11,7 +11,6 @@ text: YAML 1.1 implicit resolution, merge keys, standard ``!!`` tags.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -20,6 +19,9 @@ from yaml.resolver import Resolver
 
 from .core import (MAX_INPUT_BYTES, YAML_MAX_DEPTH, YAML_MAX_NODES, YAML_PURE_PYTHON_LIMIT, Doc, Finding, InputError,
                    ScalarInfo, decode_input)
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict, List, Optional, Tuple
 
 # Limits (also stated in --help; defined in core.py, which --help reads without importing PyYAML).
 MAX_BYTES = MAX_INPUT_BYTES

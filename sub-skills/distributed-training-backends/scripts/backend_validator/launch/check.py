@@ -299,16 +299,15 @@ def _internal(e: Exception) -> str:
 
 def _relocate(f: Finding, L: acc.AccelerateLaunch, command_doc: Doc, no_file: bool) -> Finding:
     """A finding on a key the command line set points at that flag."""
-    import dataclasses
     p = tuple(f.path)
     while p:
         o = L.merged_origin.get(p)
         if o is not None and o.kind == "flag" and o.word is not None:
-            return dataclasses.replace(f, file=COMMAND_NAME, line=o.word.line, col=o.word.col,
-                                       message=f"{f.message} (set by {o.detail})")
+            return f.replace(file=COMMAND_NAME, line=o.word.line, col=o.word.col,
+                             message=f"{f.message} (set by {o.detail})")
         p = p[:-1]
     if no_file:
-        return dataclasses.replace(f, file=COMMAND_NAME, line=None, col=None)
+        return f.replace(file=COMMAND_NAME, line=None, col=None)
     return f
 
 
@@ -455,8 +454,7 @@ def check_node_set(files: List[str], commands: List[str], env: Optional[Dict[str
         r = check_command(c, env, cwd, options)
         name = f"{COMMAND_NAME}#{i + 1}"
         for fd in r.findings:
-            import dataclasses
-            res.findings.append(dataclasses.replace(fd, file=name) if fd.file == COMMAND_NAME else fd)
+            res.findings.append(fd.replace(file=name) if fd.file == COMMAND_NAME else fd)
         res.input_errors.extend(r.input_errors)
         merged = getattr(r, "_merged", None)
         if r.launcher == "accelerate" and r.effective.get("launcher"):

@@ -89,9 +89,8 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
     else:
         commands = {f"{COMMAND_NAME}#{i + 1}": c for i, (c, _) in enumerate(results)}
         if args.output in CI_FORMATS:  # say which command each finding is on
-            import dataclasses
             for i, (_, r) in enumerate(results):
-                r.findings = [dataclasses.replace(f, file=f"{COMMAND_NAME}#{i + 1}") if f.file == COMMAND_NAME
+                r.findings = [f.replace(file=f"{COMMAND_NAME}#{i + 1}") if f.file == COMMAND_NAME
                               else f for f in r.findings]
     findings = [f for _, r in results for f in r.findings]
     findings.sort(key=lambda f: (f.file != "<launch-command>", f.file, f.line or 0, f.col or 0, f.rule))

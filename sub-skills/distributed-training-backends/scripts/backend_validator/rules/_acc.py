@@ -1,10 +1,11 @@
 """Small helpers shared by the accelerate_* rule modules (no rules here)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Tuple
-
 from ..core import Context, did_you_mean
 from .accelerate_schema import Effective
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Iterable, Optional, Tuple
 
 
 def eff(ctx: Context) -> Effective:

@@ -15,10 +15,11 @@ true when the value was silently dropped or changed.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from .. import deepspeed as D
 from ..core import Context
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Optional
 
 
 SRC_CFG = "deepspeed/runtime/config.py"

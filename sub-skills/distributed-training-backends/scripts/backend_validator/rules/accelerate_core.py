@@ -5,9 +5,6 @@ SageMaker and Megatron-LM in accelerate_platforms.
 """
 from __future__ import annotations
 
-import importlib.util
-import shutil
-
 from ..core import rule
 from . import accelerate_schema as S
 from ._acc import CFG, LAUNCH, ULAUNCH, eff, fmt, report_unknown
@@ -507,8 +504,14 @@ def block_not_mapping(ctx):
     return ()
 
 
+def _on_path(*programs: str) -> bool:
+    import shutil  # only for an mpirun_hostfile
+    return any(shutil.which(p) for p in programs)
+
+
 def _missing(mod: str) -> bool:
     try:
+        import importlib.util  # only with --check-imports
         return importlib.util.find_spec(mod) is None
     except (ImportError, ValueError):
         return True
@@ -561,7 +564,7 @@ def missing_package(ctx):
         if _missing(mod):
             ctx.report(("distributed_type",), f"{why}; '{mod}' is not importable here",
                        f"install {mod} where the job runs")
-    if e.launcher == "simple" and e.get("mpirun_hostfile") and not (shutil.which("mpirun") or shutil.which("mpiexec")):
+    if e.launcher == "simple" and e.get("mpirun_hostfile") and not _on_path("mpirun", "mpiexec"):
         ctx.report(("mpirun_config",), "mpirun_hostfile needs mpirun or mpiexec on PATH (not found here)",
                    "install Open MPI, Intel MPI or MVAPICH where the job runs")
     return ()

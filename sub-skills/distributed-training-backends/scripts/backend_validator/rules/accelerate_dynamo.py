@@ -7,6 +7,10 @@ from ..core import rule
 from . import accelerate_schema as S
 from ._acc import CFG, LAUNCH, ULAUNCH, eff, fmt, report_unknown
 
+# Imported only for a document that mentions dynamo_config or the legacy dynamo_backend
+# (rules/__init__.py): every rule here reports nothing on any other document.
+NEEDS = ("dynamo",)
+
 
 def _dynamo_backend(e):
     if e.has("dynamo_backend"):

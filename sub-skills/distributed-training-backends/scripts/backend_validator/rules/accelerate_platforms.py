@@ -6,6 +6,10 @@ from ..core import rule
 from . import accelerate_schema as S
 from ._acc import CFG, LAUNCH, eff, fmt, report_unknown
 
+# Imported only for a document that mentions compute_environment AMAZON_SAGEMAKER, distributed_type MEGATRON_LM or megatron_lm_config
+# (rules/__init__.py): every rule here reports nothing on any other document.
+NEEDS = ("sagemaker", "megatron")
+
 
 @rule(id="acc-sagemaker-distributed-type-no", severity="error", family="accelerate",
       summary="SageMaker config with distributed_type 'NO' cannot load (num_processes is injected)",

@@ -4,11 +4,13 @@ sizes against the world size (family ``deepspeed``, deepspeed 0.19.8; the docstr
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
 
 from .. import deepspeed as D
 from ..core import Context, rule
 from ._ds import SRC_CFG, _num
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict
 
 
 _BATCH = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")

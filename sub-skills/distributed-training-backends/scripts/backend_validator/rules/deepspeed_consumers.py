@@ -4,11 +4,12 @@ deepspeed 0.19.8; the docstring convention is in _ds.py).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
-
 from .. import deepspeed as D
 from ..core import Context, rule
 from ._ds import SRC_CFG, _INT_PARAMS, _NUM_PARAMS
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Dict, Optional, Tuple
 
 
 def _auto_sites(ctx: Context):

@@ -5,11 +5,13 @@ convention is in _ds.py).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Tuple
 
 from .. import deepspeed as D
 from ..core import Context, did_you_mean, rule
 from ._ds import SRC_CFG, SRC_ZERO, _num
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict, Optional, Tuple
 
 
 def _blocks(ctx: Context):

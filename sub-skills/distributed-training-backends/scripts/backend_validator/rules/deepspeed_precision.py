@@ -3,11 +3,12 @@ accumulation and parameter dtypes (family ``deepspeed``, deepspeed 0.19.8; the d
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from .. import deepspeed as D
 from ..core import Context, rule
 from ._ds import SRC_CFG, SRC_ENGINE, _stage
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Optional
 
 
 @rule(id="ds-fp16-and-bf16", severity="error", family="deepspeed",
