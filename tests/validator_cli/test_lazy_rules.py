@@ -71,8 +71,22 @@ def test_ci_format_names_match_the_writer():
     assert cli.CI_FORMATS == formats.CHOICES
 
 
+# Each names its topic only one way (the legacy top-level key, the distributed_type value, the
+# mixed_precision value), with a value a rule of the topic reports.
+TOPIC_ONE_WAY = [
+    "distributed_type: MULTI_GPU\nnum_processes: 2\ndynamo_backend: bogus\n",
+    "distributed_type: MEGATRON_LM\nnum_processes: 2\nmegatron_lm_tp_degree: x\n",
+    "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n",
+    "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_backend: bogus\n",
+    "distributed_type: DEEPSPEED\nnum_processes: 2\nzero_stage: 7\n",
+    "distributed_type: FSDP\nnum_processes: 2\nfsdp_version: 7\n",
+    "distributed_type: FSDP\nnum_processes: 2\nparallelism_config:\n  parallelism_config_tp_size: 0\n",
+]
+
+
 def _docs_corpus():
-    """Parsed documents: every rule's Fails/Passes examples, the shipped configs, the reviewer set."""
+    """Parsed documents: every rule's Fails/Passes examples, the shipped configs, the reviewer set,
+    TOPIC_ONE_WAY."""
     import importlib.util
     sys.path.insert(0, str(SCRIPTS))
     from backend_validator import core, docs, engine
@@ -87,6 +101,7 @@ def _docs_corpus():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out += [(cid, text, name) for cid, text, _expect, name in mod.C]
+    out += [(f"one-way {i}", text, "x.yaml") for i, text in enumerate(TOPIC_ONE_WAY)]
     docs_ = []
     for name, text, fname in out:
         try:
