@@ -18,7 +18,6 @@ PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validat
 families, NEEDS words and rule ids of a module are read from its source, so a new rule module
 needs nothing else edited.
 """
-import importlib
 import os
 import re
 
@@ -88,7 +87,7 @@ def needed(module: str, doc) -> bool:
 
 def _import(m: str) -> None:
     if m not in _imported:
-        importlib.import_module(f"{__name__}.{m}")
+        __import__(f"{__name__}.{m}")  # importlib.import_module without importing importlib
         _imported.add(m)
 
 
