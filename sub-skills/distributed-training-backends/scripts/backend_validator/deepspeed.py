@@ -354,9 +354,17 @@ MAPPING_BLOCKS = {
 
 # --------------------------------------------------------------------------
 # "auto" handling
+# Keys DeepSpeedPlugin.__post_init__ overwrites whatever the file says, before
+# Accelerator._prepare_deepspeed looks for "auto" (deepspeed_config_process -> fill_match raises on an
+# "auto" it has no value for): `deepspeed_config["steps_per_print"] = float("inf")`, unconditionally,
+# for a file or dict (hf_ds_config) and for the config the plugin builds. The Trainer hands its
+# HfTrainerDeepSpeedConfig (a subclass of accelerate's HfDeepSpeedConfig) to the same plugin in
+# TrainingArguments.__post_init__, so "auto" there is replaced for both consumers
+# (tests/validator_ds/test_plugin_overwrites.py runs the plugin).
+PLUGIN_OVERWRITTEN_KEYS = ("steps_per_print",)
 # Keys Accelerate 1.15.0 fills (DeepSpeedPlugin.__post_init__ / set_mixed_precision /
 # Accelerator._prepare_deepspeed); any other "auto" leaf raises ValueError there.
-ACCELERATE_AUTO_KEYS = (
+ACCELERATE_AUTO_KEYS = PLUGIN_OVERWRITTEN_KEYS + (
     "gradient_accumulation_steps", "gradient_clipping", "zero_optimization.stage",
     "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device",
     "zero_optimization.offload_param.nvme_path", "zero_optimization.offload_optimizer.nvme_path",
