@@ -34,6 +34,7 @@ examples:
   validate_backend_config.py --output json --strict config.yaml   # machine-readable, warnings fail
   cat config.yaml | validate_backend_config.py -                  # read standard input
   validate_backend_config.py --list-rules
+  validate_backend_config.py --explain-rule acc-fsdp2-local-state-dict   # one rule: fails/passes, fix, source
 
 output (text): PATH:LINE:COL: SEVERITY RULE-ID: MESSAGE, then an indented "hint:" line.
   --output json prints one document with these top-level keys:
@@ -79,6 +80,28 @@ def list_rules(output: str, out: TextIO) -> None:
         out.write(f"{r['id']:<44} {r['severity']:<8} {r['family']:<11} {r['summary']}\n")
 
 
+def explain_rules(ids: List[str], output: str, out: TextIO, err: TextIO) -> int:
+    """--explain-rule: one rule each (docs.rule_info); an unknown id is a usage error (exit 2)."""
+    from . import docs
+    infos = []
+    for rid in ids:
+        info = docs.rule_info(rid.strip())
+        if info is None:
+            near = core.did_you_mean(rid.strip(), core.REGISTRY) or \
+                next((r for r in sorted(core.REGISTRY) if rid.strip().lower() in r), None)
+            hint = f" (did you mean {near!r}?)" if near else " (--list-rules lists them)"
+            err.write(f"validate_backend_config.py: error: no rule {one_line(rid)!r}{hint}\n")
+            return EXIT_INPUT
+        infos.append(info)
+    if output == "json":
+        import json
+        json.dump({"rules": infos}, out, indent=2)
+        out.write("\n")
+    else:
+        out.write("\n".join(docs.explain_text(i) for i in infos))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="validate_backend_config.py",
@@ -95,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_LazyVersion)
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    p.add_argument("--explain-rule", action="append", default=None, metavar="RULE-ID",
+                   help="print one rule - severity, what fails and passes, the fix, its source and reference "
+                        "anchor - and exit (repeatable; with --output json, one document)")
     p.add_argument("--check-imports", action="store_true",
                    help="also report optional packages the config needs but that are not importable here "
                         "(uses importlib.util.find_spec; nothing is imported)")
@@ -171,6 +197,8 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     if args.list_rules:
         list_rules(args.output, out)
         return EXIT_OK
+    if args.explain_rule:
+        return explain_rules(args.explain_rule, args.output, out, err)
     if args.launch_command or args.node_set is not None:  # launch commands and node sets
         from .launch.cli_launch import run as run_launch
         return run_launch(args, out, err)
