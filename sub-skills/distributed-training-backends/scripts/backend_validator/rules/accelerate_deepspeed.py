@@ -579,8 +579,10 @@ def inline_offload_ignored(ctx: Context):
     block = ctx.doc.get(("deepspeed_config",))
     if e.launcher != "deepspeed" or not isinstance(block, dict) or block.get("deepspeed_config_file") not in (None, "none"):
         return
-    if not any(k in block for k in _YAML_KEY.values()):
-        return  # findings are reported on these keys only: no need to build the plugin's config
+    if all(block.get(k) in (None, "none") for k in _YAML_KEY.values()):
+        # findings are reported on these keys only, and only for an offload device (cpu or nvme):
+        # no need to build the plugin's config
+        return
     from .. import consumer_model as M
     try:
         cfg, _mp = M.accelerate_config({"deepspeed_config": block}, None)
