@@ -62,3 +62,15 @@ def test_the_reference_page_opens_with_the_query_and_a_short_index():
     head = RULES_MD.read_text(encoding="utf-8").split("## Contents", 1)[0]
     assert "--explain-rule RULE-ID" in head and "Families: [input](#" in head
     assert len(head.splitlines()) < 15
+
+
+def test_search_lists_only_matching_rules(run):
+    from backend_validator import core
+    rc, out, err = run(["--search", "OFFLOAD", "--output", "json"])
+    assert rc == 0 and err == ""
+    ids = [r["id"] for r in json.loads(out)["rules"]]
+    want = sorted((r.family, r.id) for r in core.REGISTRY.values()
+                  if "offload" in "\n".join((r.id, r.summary, r.source, r.doc)).lower())
+    assert [i for _, i in want] == ids and "ds-offload-ignored" in ids and len(ids) < len(core.REGISTRY) / 2
+    rc, out, err = run(["--search", "no-rule-says-this-zzz"])
+    assert (rc, out) == (0, "")

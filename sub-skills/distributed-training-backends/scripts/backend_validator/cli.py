@@ -35,6 +35,7 @@ examples:
   cat config.yaml | validate_backend_config.py -                  # read standard input
   validate_backend_config.py --list-rules
   validate_backend_config.py --explain-rule acc-fsdp2-local-state-dict   # one rule: fails/passes, fix, source
+  validate_backend_config.py --search offload                     # the rules that mention offload
 
 output (text): PATH:LINE:COL: SEVERITY RULE-ID: MESSAGE, then an indented "hint:" line.
   --output json prints one document with these top-level keys:
@@ -66,10 +67,16 @@ as accelerate does at launch (use --cwd to emulate another launch directory).
 """
 
 
-def list_rules(output: str, out: TextIO) -> None:
+def list_rules(output: str, out: TextIO, search: Optional[str] = None) -> None:
+    """--list-rules; with --search TEXT only the rules whose id, summary, source or description
+    contain TEXT (case-insensitive)."""
     rules_loaded()
+    regs = list(core.REGISTRY.values())
+    if search is not None:
+        needle = search.lower()
+        regs = [r for r in regs if needle in "\n".join((r.id, r.summary, r.source, r.doc)).lower()]
     rows = [{"id": r.id, "severity": r.severity, "family": r.family, "summary": r.summary,
-             "source": r.source, "consumers": list(r.consumers)} for r in core.REGISTRY.values()]
+             "source": r.source, "consumers": list(r.consumers)} for r in regs]
     rows.sort(key=lambda r: (r["family"], r["id"]))
     if output == "json":
         import json
@@ -118,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_LazyVersion)
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    p.add_argument("--search", default=None, metavar="TEXT",
+                   help="list only the rules whose id, summary, source or description contain TEXT "
+                        "(case-insensitive), then exit; e.g. --search offload")
     p.add_argument("--explain-rule", action="append", default=None, metavar="RULE-ID",
                    help="print one rule - severity, what fails and passes, the fix, its source and reference "
                         "anchor - and exit (repeatable; with --output json, one document)")
@@ -194,8 +204,8 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     except SystemExit as e:  # argparse: --help (0) or usage error (2)
         return int(e.code or 0) if isinstance(e.code, int) else EXIT_INPUT
 
-    if args.list_rules:
-        list_rules(args.output, out)
+    if args.list_rules or args.search is not None:
+        list_rules(args.output, out, args.search)
         return EXIT_OK
     if args.explain_rule:
         return explain_rules(args.explain_rule, args.output, out, err)
