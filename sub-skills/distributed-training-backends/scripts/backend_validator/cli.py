@@ -94,8 +94,8 @@ def explain_rules(ids: List[str], output: str, out: TextIO, err: TextIO) -> int:
     for rid in ids:
         info = docs.rule_info(rid.strip())
         if info is None:
-            near = core.did_you_mean(rid.strip(), core.REGISTRY) or \
-                next((r for r in sorted(core.REGISTRY) if rid.strip().lower() in r), None)
+            near = (core.did_you_mean(rid.strip(), core.REGISTRY) or
+                    next((r for r in sorted(core.REGISTRY) if rid.strip().lower() in r), None)) if rid.strip() else None
             hint = f" (did you mean {near!r}?)" if near else " (--list-rules lists them)"
             err.write(f"validate_backend_config.py: error: no rule {one_line(rid)!r}{hint}\n")
             return EXIT_INPUT
