@@ -14,12 +14,21 @@ Also printed: bare interpreter start, the one-file time with no bytecode cache (
 PYTHONDONTWRITEBYTECODE=1; the other figures use a cache kept in a temporary PYTHONPYCACHEPREFIX,
 never in the repository), the in-process time per file, and whether PyYAML's C (libyaml) parser
 is available. Needs the dev environment (accelerate installed) for figure 3.
+
+Start cost per shipped example (issue 22: <= 5x the interpreter's start without bytecode): for every
+config in sub-skills/*/examples/ (YAML/JSON), one validator run in a fresh process, as a multiple of a
+bare `python -c pass` start with the same interpreter, measured interleaved (bare, warm, cold, bare, ...)
+so that load on a shared machine hits both alike. "bytecode": the cache filled beforehand in a temporary
+PYTHONPYCACHEPREFIX; "no bytecode": PYTHONDONTWRITEBYTECODE=1 on a fresh copy of the scripts folder with
+no __pycache__ anywhere (every helper module is compiled on every run, as from a read-only skills
+folder). `--start-only` prints just that table.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +51,71 @@ def timed(cmd, runs, stdin=None, env=None):
     return statistics.median(times), min(times)
 
 
+def examples():
+    """Every shipped example config the validator reads (YAML or JSON under sub-skills/*/examples/)."""
+    return sorted(p for p in REPO.glob("sub-skills/*/examples/*") if p.suffix in (".yaml", ".yml", ".json"))
+
+
+def _run(cmd, env):
+    """Wall and CPU seconds (user + system) of one fresh process."""
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, env=env, cwd=str(REPO))
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def start_table(py, runs):
+    """Rows (example, bytecode x, no-bytecode x, no-bytecode CPU x) and the bare start (wall s, CPU s)."""
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp, "scripts")
+        shutil.copytree(SCRIPT.parent, fresh, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        warm = bytecode_env(str(Path(tmp, "pycache")))
+        cold = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        cold.pop("PYTHONPYCACHEPREFIX", None)
+        bare_all, bare_cpu_all = [], []
+        for ex in examples():
+            args = [str(ex)]
+            warm_cmd = [py, str(SCRIPT)] + args
+            cold_cmd = [py, str(fresh / SCRIPT.name)] + args
+            subprocess.run(warm_cmd, capture_output=True, env=warm, cwd=str(REPO))  # fill the cache
+            t = {k: [] for k in ("bare", "warm", "cold", "bare_cpu", "cold_cpu")}
+            for _ in range(runs):
+                for key, cmd, env in (("bare", [py, "-c", "pass"], cold), ("warm", warm_cmd, warm),
+                                      ("cold", cold_cmd, cold)):
+                    wall, cpu = _run(cmd, env)
+                    t[key].append(wall)
+                    if key in ("bare", "cold"):
+                        t[key + "_cpu"].append(cpu)
+            bare, bare_cpu = statistics.median(t["bare"]), statistics.median(t["bare_cpu"])
+            bare_all += t["bare"]
+            bare_cpu_all += t["bare_cpu"]
+            rows.append((str(ex.relative_to(REPO / "sub-skills")).replace("distributed-training-backends", "dtb"), statistics.median(t["warm"]) / bare,
+                         statistics.median(t["cold"]) / bare, statistics.median(t["cold_cpu"]) / bare_cpu))
+        assert not list(fresh.rglob("__pycache__")), "the no-bytecode copy grew a cache"
+    return rows, statistics.median(bare_all), statistics.median(bare_cpu_all)
+
+
+def print_start_table(py, runs):
+    rows, bare, bare_cpu = start_table(py, runs)
+    print(f"start cost per shipped example, as a multiple of a bare interpreter start (python -c pass: "
+          f"{bare * 1000:.0f} ms wall, {bare_cpu * 1000:.0f} ms CPU), median of {runs} interleaved runs; "
+          "target without bytecode <= 5x")
+    print("wall: elapsed time of the fresh process; CPU: its user + system time, which other load on a shared "
+          "machine disturbs less")
+    print("examples under sub-skills/ (dtb = distributed-training-backends)")
+    print(f"{'example':<58} {'bytecode':>9} {'no bytecode':>12} {'no bytecode':>12}")
+    print(f"{'':<58} {'wall':>9} {'wall':>12} {'CPU':>12}")
+    for name, w, c, cc in rows:
+        print(f"{name:<58} {w:>8.1f}x {c:>11.1f}x {cc:>11.1f}x")
+    print(f"{'worst':<58} {max(r[1] for r in rows):>8.1f}x {max(r[2] for r in rows):>11.1f}x "
+          f"{max(r[3] for r in rows):>11.1f}x")
+
+
 def bytecode_env(prefix):
     """Environment with Python's bytecode cache on, kept outside the repository."""
     env = dict(os.environ)
@@ -54,8 +128,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--file", default=str(DEFAULT_FILE))
+    ap.add_argument("--start-only", action="store_true", help="print only the per-example start table")
     a = ap.parse_args()
     py = sys.executable
+    if a.start_only:
+        print_start_table(py, a.runs)
+        return 0
     files = sorted(str(p) for d in ("accelerate", "deepspeed", "broken") for p in (CORPUS / d).iterdir()
                    if p.is_file()) if CORPUS.is_dir() else []
 
@@ -104,6 +182,8 @@ def main() -> int:
     print(f"{'validator in-process, per file (after import)':<66} {per_file_ms / 1000:>9.4f}")
     if acc[0] == acc[0] and one[0] > 0:
         print(f"accelerate / validator (one file, end to end): {acc[0] / one[0]:.0f}x")
+    print()
+    print_start_table(py, a.runs)
     return 0
 
 

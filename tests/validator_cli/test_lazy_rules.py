@@ -40,10 +40,11 @@ def probe(mode, *argvs, cwd=REPO):
 def test_a_check_loads_only_the_rule_families_it_runs():
     fsdp = probe("lazy", [str(EX / "fsdp2.yaml")])
     assert "accelerate_core" in fsdp["modules"]
-    assert not {"deepspeed_rules", "cross_file_rules", "launch_rules"} & set(fsdp["modules"]), fsdp["modules"]
+    # deepspeed_input holds one parse-level (family input) rule, so a YAML check loads it
+    assert not [m for m in fsdp["modules"] if m.startswith(("deepspeed_", "cross_", "launch_")) and m != "deepspeed_input"]
     assert fsdp["formats"] is False  # SARIF/GitHub writer only when asked for
     ds = probe("lazy", [str(EX / "ds-zero3.json")])
-    assert "deepspeed_rules" in ds["modules"] and "accelerate_core" not in ds["modules"]
+    assert "deepspeed_keys" in ds["modules"] and not [m for m in ds["modules"] if m.startswith("accelerate_")]
     assert "launch_rules" not in ds["modules"]
     tr = probe("lazy", ["--launch-command", "torchrun --nnodes 2 --nproc-per-node 8 train.py"])
     assert tr["modules"] == ["launch_rules"], tr["modules"]
@@ -68,3 +69,73 @@ def test_ci_format_names_match_the_writer():
     sys.path.insert(0, str(SCRIPTS))
     from backend_validator import cli, formats
     assert cli.CI_FORMATS == formats.CHOICES
+
+
+# Each names its topic only one way (the legacy top-level key, the distributed_type value, the
+# mixed_precision value), with a value a rule of the topic reports.
+TOPIC_ONE_WAY = [
+    "distributed_type: MULTI_GPU\nnum_processes: 2\ndynamo_backend: bogus\n",
+    "distributed_type: MEGATRON_LM\nnum_processes: 2\nmegatron_lm_tp_degree: x\n",
+    "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n",
+    "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_backend: bogus\n",
+    "distributed_type: DEEPSPEED\nnum_processes: 2\nzero_stage: 7\n",
+    "distributed_type: FSDP\nnum_processes: 2\nfsdp_version: 7\n",
+    "distributed_type: FSDP\nnum_processes: 2\nparallelism_config:\n  parallelism_config_tp_size: 0\n",
+]
+
+
+def _docs_corpus():
+    """Parsed documents: every rule's Fails/Passes examples, the shipped configs, the reviewer set,
+    TOPIC_ONE_WAY."""
+    import importlib.util
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, docs, engine
+    engine.rules_loaded()
+    out = []
+    for r in core.REGISTRY.values():
+        for label, (lang, text) in docs.parse_doc(r.doc)[1].items():
+            out.append((f"{r.id} {label}", text, "x.json" if lang == "json" else "x.yaml"))
+    for p in sorted(EX.iterdir()):
+        out.append((p.name, p.read_text(encoding="utf-8"), p.name))
+    spec = importlib.util.spec_from_file_location("reviewer_configs", REPO / "tests" / "validator" / "reviewer_configs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out += [(cid, text, name) for cid, text, _expect, name in mod.C]
+    out += [(f"one-way {i}", text, "x.yaml") for i, text in enumerate(TOPIC_ONE_WAY)]
+    docs_ = []
+    for name, text, fname in out:
+        try:
+            docs_.append((name, engine.parse_input(text, fname, None, "auto")))
+        except core.InputError:
+            pass
+    return docs_
+
+
+def test_a_topic_module_reports_nothing_on_a_document_that_does_not_mention_its_words():
+    """rules/__init__.py imports a module with NEEDS = (...) only for a document that mentions one
+    of the words: each rule of it must report nothing on any other document, and each of its rules'
+    failing examples must mention a word (else the check would never run on it)."""
+    from backend_validator import core, rules
+    corpus = _docs_corpus()
+    assert len(corpus) > 400
+    gated = {m: w for m, w in rules._scan()[1].items() if w}
+    assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed"} <= set(gated)
+    checked = skipped = 0
+    for m in gated:
+        mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]
+        assert mod_rules, m
+        for name, doc in corpus:
+            if rules.needed(m, doc):
+                continue
+            skipped += 1
+            for r in mod_rules:
+                ctx = core.Context(doc=doc, options=core.Options(cwd=str(REPO)))
+                ctx._rule = r
+                for _ in r.func(ctx) or ():
+                    pass
+                assert not ctx.findings, (m, r.id, name, ctx.findings)
+                checked += 1
+        for r in mod_rules:
+            fails = [d for n, d in corpus if n == f"{r.id} Fails"]
+            assert fails and all(rules.needed(m, d) for d in fails), (m, r.id)
+    assert checked > 1000 and skipped > 100

@@ -1,6 +1,6 @@
 """Parse Fails/Passes examples out of the DeepSpeed / cross-file rule docstrings.
 
-Convention (see backend_validator/rules/deepspeed_rules.py): ``Fails:`` then fenced blocks,
+Convention (see backend_validator/rules/_ds.py): ``Fails:`` then fenced blocks,
 ``Passes:`` then fenced blocks (```json for DeepSpeed rules; ```yaml then ```json for cross
 rules); optional ``Oracle: consumer=X world_size=N`` and ``Effect: <expr>`` lines.
 """

@@ -1,36 +1,29 @@
-"""Command line of validate_backend_config.py (standard library + PyYAML only).
+"""Command line of validate_backend_config.py: the options and the printing, nothing else.
 
-Flow per input: read bytes (bounded) -> parse (YAML event loader, or the JSON/
-HJSON loader) -> decide the format (accelerate or deepspeed) -> run the rule
-families -> print findings. Nothing here imports accelerate, torch or deepspeed.
+Parsing and checking are the engine's (engine.py); launch commands and node sets go to
+launch/cli_launch.py, the CI formats to formats.py. Nothing here imports accelerate, torch or
+deepspeed, and a plain file check imports only what its input needs (see bench_validator.py).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from . import core
-from .core import Context, Doc, Finding, InputError, Options, run_rules
-from . import loader_yaml
+from .core import InputError, Options
+from .engine import (  # noqa: F401  (library names kept here for callers of earlier releases)
+    FileResult, VERIFIED_AGAINST, looks_like_deepspeed, parse_input, read_input, rules_loaded, validate_doc,
+    validate_text)
+from .report import CI_FORMATS, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, dedupe, fmt_text, one_line, summary_line
+from .version import version_line
 
-from .version import VERIFIED_AGAINST, version_line  # versions live in version.py / VERSION
+if False:  # pragma: no cover - annotations only; importing typing costs start time (bench_validator.py)
+    from typing import List, Optional, Sequence, TextIO
 
-EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
-# --output values served by formats.py (formats.CHOICES; imported only when one is asked for)
-CI_FORMATS = ("sarif", "github")
-
-# Keys that only an Accelerate config has at top level, and keys typical of DeepSpeed JSON
-# (fallback when backend_validator.deepspeed is not importable).
-_ACC_MARKERS = {"compute_environment", "distributed_type", "mixed_precision", "num_processes",
-                "num_machines", "machine_rank", "deepspeed_config", "fsdp_config", "use_cpu",
-                "main_training_function", "gpu_ids", "main_process_ip", "main_process_port",
-                "megatron_lm_config", "parallelism_config", "dynamo_config", "fp8_config"}
-_DS_MARKERS = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "optimizer",
-               "scheduler", "fp16", "bf16", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
-               "zero_allow_untested_optimizer", "amp", "activation_checkpointing", "flops_profiler"}
+# names of earlier releases (tests and library users call them)
+_rules_loaded = rules_loaded
+_one_line, _fmt_text, _dedupe = one_line, fmt_text, dedupe
 
 EPILOG = f"""\
 examples:
@@ -41,6 +34,8 @@ examples:
   validate_backend_config.py --output json --strict config.yaml   # machine-readable, warnings fail
   cat config.yaml | validate_backend_config.py -                  # read standard input
   validate_backend_config.py --list-rules
+  validate_backend_config.py --explain-rule acc-fsdp2-local-state-dict   # one rule: fails/passes, fix, source
+  validate_backend_config.py --search offload                     # the rules that mention offload
 
 output (text): PATH:LINE:COL: SEVERITY RULE-ID: MESSAGE, then an indented "hint:" line.
   --output json prints one document with these top-level keys:
@@ -60,10 +55,10 @@ exit codes:
   2  usage error, or an input that cannot be read or parsed (one line on stderr per input)
 
 input limits (an input over a limit is refused with exit 2, never a traceback):
-  size {loader_yaml.MAX_BYTES // (1024 * 1024)} MiB per file; nesting depth {loader_yaml.MAX_DEPTH};
-  {loader_yaml.MAX_NODES} YAML nodes after alias expansion (alias bombs); UTF-8 text only;
+  size {core.MAX_INPUT_BYTES // (1024 * 1024)} MiB per file; nesting depth {core.YAML_MAX_DEPTH};
+  {core.YAML_MAX_NODES} YAML nodes after alias expansion (alias bombs); UTF-8 text only;
   YAML tags are never constructed (a tag safe_load would refuse is an error finding).
-  YAML up to {loader_yaml.PURE_PYTHON_LIMIT // 1024} KiB is parsed by PyYAML's pure-Python parser, exactly as
+  YAML up to {core.YAML_PURE_PYTHON_LIMIT // 1024} KiB is parsed by PyYAML's pure-Python parser, exactly as
   accelerate's yaml.safe_load does; larger input by libyaml (faster, slightly more permissive).
 
 The checks mirror {VERIFIED_AGAINST}; see references/validator-rules.md.
@@ -72,287 +67,19 @@ as accelerate does at launch (use --cwd to emulate another launch directory).
 """
 
 
-def _rules_loaded() -> None:
-    """Register every rule (--list-rules, library users and tests that read core.REGISTRY)."""
-    from . import rules
-    rules.load_all()
-
-
-def _rules_lazy() -> None:
-    """Register rule families as they first run (core.run_rules -> rules.load_family)."""
-    from . import rules  # noqa: F401
-
-
-def _load_json(text: str, name: str, source_path: Optional[str]) -> Doc:
-    try:
-        from . import loader_json
-    except ImportError:  # pragma: no cover - SHIM until loader_json exists
-        return _shim_json(text, name, source_path)
-    return loader_json.load_text(text, name, source_path=source_path)
-
-
-def _shim_json(text: str, name: str, source_path: Optional[str]) -> Doc:  # pragma: no cover
-    """SHIM: strict json.loads without positions, used only if loader_json is missing."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise InputError(f"invalid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise InputError("top level is not an object")
-    return Doc(data, kind="json", name=name, text=text, source_path=source_path)
-
-
-def looks_like_deepspeed(data: Any) -> bool:
-    try:
-        from .deepspeed import looks_like_deepspeed as f
-        return bool(f(data))
-    except ImportError:  # pragma: no cover
-        keys = set(map(str, data)) if isinstance(data, dict) else set()
-        if keys & {"compute_environment", "distributed_type"}:
-            return False
-        return len(keys & _DS_MARKERS) > len(keys & _ACC_MARKERS)
-
-
-def parse_input(text: str, name: str, source_path: Optional[str], fmt: str) -> Doc:
-    """Parse text as JSON or YAML. JSON when the name ends in .json (accelerate then uses
-    json.load too), when --format deepspeed is given, or for stdin that starts with '{'
-    and parses as JSON."""
-    lower = name.lower()
-    if lower.endswith(".json") or fmt == "deepspeed":
-        return _load_json(text, name, source_path)
-    if not lower.endswith((".yaml", ".yml")) and text.lstrip("\ufeff \t\r\n").startswith("{"):
-        try:
-            return _load_json(text, name, source_path)
-        except InputError:
-            pass
-    return loader_yaml.load_text(text, name, source_path=source_path)
-
-
-def read_input(arg: str, stdin: Optional[TextIO]) -> Tuple[str, str, Optional[str]]:
-    """Return (text, display name, filesystem path or None)."""
-    if arg == "-":
-        stream = stdin if stdin is not None else sys.stdin
-        buf = getattr(stream, "buffer", None)
-        if buf is not None:
-            raw = buf.read(loader_yaml.MAX_BYTES + 1)
-        else:
-            s = stream.read(loader_yaml.MAX_BYTES + 1)
-            raw = s.encode("utf-8", "surrogateescape") if isinstance(s, str) else s
-        return core.decode_input(raw), "<stdin>", None
-    try:
-        text = core.read_input_file(arg)
-    except InputError as e:
-        if str(e) == "no such file":
-            raise InputError("no such file (accelerate: 'The passed configuration file does not exist')") from None
-        raise
-    return text, arg, os.path.abspath(arg)
-
-
-class FileResult:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.format: Optional[str] = None
-        self.consumer: Optional[str] = None
-        self.consumer_reason: str = ""
-        self.related: List[Dict[str, Any]] = []
-        self.findings: List[Finding] = []
-        self.input_error: Optional[str] = None
-        self.skipped: List[Dict[str, str]] = []  # checks skipped for lack of information
-
-    def as_dict(self) -> Dict[str, Any]:
-        d: Dict[str, Any] = {"file": self.name, "format": self.format}
-        if self.format == "deepspeed":
-            d["consumer"] = self.consumer
-            d["consumer_reason"] = self.consumer_reason
-        if self.related:
-            d["related"] = self.related
-        if self.input_error:
-            d["input_error"] = self.input_error
-        return d
-
-
-def _consumer_parse_findings(findings: List[Finding], consumer: str) -> List[Finding]:
-    from .deepspeed import consumer_parse_findings
-    return consumer_parse_findings(findings, consumer)
-
-
-def _resolve_consumer(doc: Doc, forced: Optional[str], via_accelerate: bool) -> Tuple[str, str]:
-    try:
-        from .deepspeed import resolve_consumer
-    except ImportError:  # pragma: no cover
-        if forced:
-            return forced, "given with --consumer"
-        return ("accelerate", "named by an Accelerate config") if via_accelerate else \
-            ("deepspeed", "standalone file (default)")
-    return resolve_consumer(doc, forced, via_accelerate)
-
-
-def _run_family(ctx: Context, family: str) -> None:
-    try:
-        run_rules(ctx, family)
-    except RecursionError:
-        ctx.findings.append(Finding(rule="input-too-complex", severity="error",
-                                    message="structure too deeply nested to check", file=ctx.doc.name))
-
-
-def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
-    """Run every applicable rule family on a parsed document."""
-    _rules_lazy()
-    res = FileResult(doc.name)
-    kind = fmt if fmt in ("accelerate", "deepspeed") else (
-        "deepspeed" if looks_like_deepspeed(doc.data) else "accelerate")
-    res.format = kind
-    res.findings.extend(doc.parse_findings)
-    if kind == "deepspeed":
-        ctx = Context(doc=doc, options=options)
-        ctx.consumer, ctx.consumer_reason = _resolve_consumer(doc, options.consumer, False)
-        res.consumer, res.consumer_reason = ctx.consumer, ctx.consumer_reason
-        res.findings[:] = _consumer_parse_findings(res.findings, ctx.consumer)
-        if doc.kind == "yaml":
-            _run_family(ctx, "input")
-        _run_family(ctx, "deepspeed")
-        res.findings.extend(ctx.findings)
-        res.skipped.extend(ctx.skipped)
-        return res
-
-    ctx = Context(doc=doc, options=options)
-    _run_family(ctx, "input")
-    _run_family(ctx, "accelerate")
-    res.findings.extend(ctx.findings)
-
-    ds_block = doc.get(("deepspeed_config",))
-    ds_file = ds_block.get("deepspeed_config_file") if isinstance(ds_block, dict) else None
-    from .rules.accelerate_schema import Effective
-    # accelerate reads the JSON only when it picks the DeepSpeed launcher (distributed_type DEEPSPEED);
-    # under any other type the block is ignored (acc-block-ignored) and the JSON's problems never matter
-    if isinstance(ds_file, str) and ds_file.strip() and ds_file != "none" and Effective(doc).launcher == "deepspeed":
-        related = _load_related(doc, ds_file, options, res)
-        xctx = Context(doc=doc, options=options)
-        if related is not None:
-            dctx = Context(doc=related, options=options)
-            dctx.consumer, dctx.consumer_reason = _resolve_consumer(related, options.consumer, True)
-            _run_family(dctx, "deepspeed")
-            res.findings.extend(_consumer_parse_findings(related.parse_findings, dctx.consumer))
-            res.findings.extend(dctx.findings)
-            res.related.append({"file": related.name, "format": "deepspeed", "consumer": dctx.consumer,
-                                "consumer_reason": dctx.consumer_reason})
-            xctx.related["deepspeed"] = related
-            xctx.consumer, xctx.consumer_reason = dctx.consumer, dctx.consumer_reason
-        _run_family(xctx, "cross")
-        res.findings.extend(xctx.findings)
-        if related is not None:
-            res.skipped.extend(_uncovered_skips(dctx.skipped, xctx))
-        res.skipped.extend(xctx.skipped)
-    res.skipped.extend(ctx.skipped)
-    return res
-
-
-def _uncovered_skips(skipped: List[Dict[str, str]], xctx: Context) -> List[Dict[str, str]]:
-    """Skips of the named JSON that the cross rules made up for: the batch equation is checked
-    with the Accelerate config's num_processes x num_machines (xf-batch-size-world)."""
-    from .rules.cross_file_rules import _world_from_yaml
-    if _world_from_yaml(xctx) is None:
-        return list(skipped)
-    return [s for s in skipped if s["check"] != "ds-batch-size-invalid"]
-
-
-def _dedupe(items: List[Any], key) -> List[Any]:
-    """Keep the first of items with the same key: a DeepSpeed JSON reached through several
-    Accelerate configs (or also given itself) yields the same note once per path."""
-    seen, out = set(), []
-    for it in items:
-        k = key(it)
-        if k not in seen:
-            seen.add(k)
-            out.append(it)
-    return out
-
-
-def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> Optional[Doc]:
-    """Load the DeepSpeed JSON an Accelerate config names. Accelerate (HfDeepSpeedConfig)
-    accepts a path, inline JSON text, or base64-encoded JSON; paths are opened relative to
-    the launch working directory."""
-    pos = doc.pos(("deepspeed_config", "deepspeed_config_file"))
-    stripped = ds_file.strip()
-    if stripped.startswith("{"):
-        name = f"{doc.name}#deepspeed_config_file"
-        text, src = stripped, None
-    else:
-        path = ds_file if os.path.isabs(ds_file) else os.path.join(options.cwd, ds_file)
-        if not os.path.isfile(path):
-            decoded = _base64_json(stripped)
-            if decoded is None:
-                return None
-            try:
-                return _load_json(decoded, f"{doc.name}#deepspeed_config_file(base64)", None)
-            except InputError as e:
-                _related_error(res, doc, ds_file, str(e), pos)
-                return None
-        try:
-            text = core.read_input_file(path)
-        except InputError as e:
-            _related_error(res, doc, ds_file, str(e), pos)
-            return None
-        name = ds_file if not os.path.isabs(ds_file) else path
-        src = os.path.abspath(path)
-    try:
-        return _load_json(text, name, src)
-    except InputError as e:
-        _related_error(res, doc, ds_file, str(e), pos)
-        return None
-
-
-def _base64_json(s: str) -> Optional[str]:
-    """accelerate's HfDeepSpeedConfig also accepts urlsafe-base64-encoded JSON text."""
-    import base64
-    import binascii
-    if len(s) < 8 or len(s) > loader_yaml.MAX_BYTES:
-        return None
-    try:
-        text = base64.urlsafe_b64decode(s).decode("utf-8")
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return None
-    return text if text.lstrip().startswith("{") else None
-
-
-def _related_error(res: FileResult, doc: Doc, ds_file: str, message: str, pos) -> None:
-    res.findings.append(Finding(
-        rule="input-related-file-unreadable", severity="error",
-        message=f"deepspeed_config_file {ds_file!r} cannot be used: {message}",
-        hint="fix the DeepSpeed JSON (accelerate reads it with json.load)",
-        path=("deepspeed_config", "deepspeed_config_file"), line=pos[0], col=pos[1], file=doc.name))
-
-
-def validate_text(text: str, name: str = "<stdin>", fmt: str = "auto",
-                  options: Optional[Options] = None, source_path: Optional[str] = None) -> FileResult:
-    """Library entry: validate one config given as text. Raises InputError for fatal input."""
-    options = options or Options(cwd=os.getcwd())
-    try:
-        doc = parse_input(text, name, source_path, fmt)
-    except RecursionError:
-        raise InputError("nesting too deep to parse") from None
-    return validate_doc(doc, fmt, options)
-
-
-def _one_line(s: str) -> str:
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(s))
-
-
-def _fmt_text(f: Finding) -> str:
-    loc = f"{f.file}:{f.line}:{f.col}" if f.line is not None else f"{f.file}"
-    kp = f" [{_one_line(f.key_path())}]" if f.path else ""
-    out = f"{loc}: {f.severity} {f.rule}: {_one_line(f.message)}{kp}"
-    if f.hint:
-        out += f"\n    hint: {_one_line(f.hint)}"
-    return out
-
-
-def list_rules(output: str, out: TextIO) -> None:
-    _rules_loaded()
+def list_rules(output: str, out: TextIO, search: Optional[str] = None) -> None:
+    """--list-rules; with --search TEXT only the rules whose id, summary, source or description
+    contain TEXT (case-insensitive)."""
+    rules_loaded()
+    regs = list(core.REGISTRY.values())
+    if search is not None:
+        needle = search.lower()
+        regs = [r for r in regs if needle in "\n".join((r.id, r.summary, r.source, r.doc)).lower()]
     rows = [{"id": r.id, "severity": r.severity, "family": r.family, "summary": r.summary,
-             "source": r.source, "consumers": list(r.consumers)} for r in core.REGISTRY.values()]
+             "source": r.source, "consumers": list(r.consumers)} for r in regs]
     rows.sort(key=lambda r: (r["family"], r["id"]))
     if output == "json":
+        import json
         json.dump({"rules": rows}, out, indent=2)
         out.write("\n")
         return
@@ -360,8 +87,30 @@ def list_rules(output: str, out: TextIO) -> None:
         out.write(f"{r['id']:<44} {r['severity']:<8} {r['family']:<11} {r['summary']}\n")
 
 
+def explain_rules(ids: List[str], output: str, out: TextIO, err: TextIO) -> int:
+    """--explain-rule: one rule each (docs.rule_info); an unknown id is a usage error (exit 2)."""
+    from . import docs
+    infos = []
+    for rid in ids:
+        info = docs.rule_info(rid.strip())
+        if info is None:
+            near = (core.did_you_mean(rid.strip(), core.REGISTRY) or
+                    next((r for r in sorted(core.REGISTRY) if rid.strip().lower() in r), None)) if rid.strip() else None
+            hint = f" (did you mean {near!r}?)" if near else " (--list-rules lists them)"
+            err.write(f"validate_backend_config.py: error: no rule {one_line(rid)!r}{hint}\n")
+            return EXIT_INPUT
+        infos.append(info)
+    if output == "json":
+        import json
+        json.dump({"rules": infos}, out, indent=2)
+        out.write("\n")
+    else:
+        out.write("\n".join(docs.explain_text(i) for i in infos))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="validate_backend_config.py",
         description="Statically check Accelerate launch configs (YAML or JSON) and DeepSpeed JSON "
                     "for what accelerate/deepspeed would reject or silently ignore. Never imports "
@@ -373,9 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("text", "json") + CI_FORMATS, default="text",
                    help="output format (default text); sarif: SARIF 2.1.0 for code scanning; "
                         "github: GitHub Actions ::error/::warning annotations")
-    p.add_argument("--version", action="version", version=version_line("validate_backend_config.py"))
+    p.add_argument("--version", action=_LazyVersion)
     p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
     p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    p.add_argument("--search", default=None, metavar="TEXT",
+                   help="list only the rules whose id, summary, source or description contain TEXT "
+                        "(case-insensitive), then exit; e.g. --search offload")
+    p.add_argument("--explain-rule", action="append", default=None, metavar="RULE-ID",
+                   help="print one rule - severity, what fails and passes, the fix, its source and reference "
+                        "anchor - and exit (repeatable; with --output json, one document)")
     p.add_argument("--check-imports", action="store_true",
                    help="also report optional packages the config needs but that are not importable here "
                         "(uses importlib.util.find_spec; nothing is imported)")
@@ -395,20 +150,43 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
     p.add_argument("--explain", action="store_true",
                    help="with --launch-command: print each effective value and where it came from")
-    from .launch.cli_launch import EPILOG as _LAUNCH_EPILOG
-    p.epilog = (p.epilog or "") + "\n" + _LAUNCH_EPILOG
+    p._building = False
     return p
+
+
+class _Parser(argparse.ArgumentParser):
+    """The launch-command examples join the epilog when help is printed (launch/ is not imported
+    for a file check). While the options are added, argparse formats each one only to check it:
+    that formatter gets a fixed width, so shutil (terminal size) is imported only to print help or
+    a usage error."""
+
+    _building = True
+
+    def _get_formatter(self):
+        if self._building:
+            return self.formatter_class(prog=self.prog, width=80)
+        return super()._get_formatter()
+
+    def format_help(self) -> str:
+        if not getattr(self, "_launch_epilog", False):
+            from .launch.cli_launch import EPILOG as launch_epilog
+            self.epilog = (self.epilog or "") + "\n" + launch_epilog
+            self._launch_epilog = True
+        return super().format_help()
+
+
+class _LazyVersion(argparse._VersionAction):
+    """--version, its text found only when asked for (an installed copy reads the distribution
+    metadata, which costs start time on every run otherwise)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.version = version_line("validate_backend_config.py")
+        super().__call__(parser, namespace, values, option_string)
 
 
 class _ArgParseExit(Exception):
     def __init__(self, code: int) -> None:
         self.code = code
-
-
-def summary_line(n_err: int, n_warn: int, n_info: int, n_input: int, what: str) -> str:
-    """The closing stderr line of text output (file checks and launch checks alike)."""
-    ie = f", {n_input} input error(s)" if n_input else ""
-    return f"{n_err} error(s), {n_warn} warning(s), {n_info} info{ie} in {what}\n"
 
 
 def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
@@ -426,9 +204,11 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     except SystemExit as e:  # argparse: --help (0) or usage error (2)
         return int(e.code or 0) if isinstance(e.code, int) else EXIT_INPUT
 
-    if args.list_rules:
-        list_rules(args.output, out)
+    if args.list_rules or args.search is not None:
+        list_rules(args.output, out, args.search)
         return EXIT_OK
+    if args.explain_rule:
+        return explain_rules(args.explain_rule, args.output, out, err)
     if args.launch_command or args.node_set is not None:  # launch commands and node sets
         from .launch.cli_launch import run as run_launch
         return run_launch(args, out, err)
@@ -465,9 +245,9 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
             res.input_error = f"internal error while checking ({type(e).__name__}: {str(e)[:200]}); please report"
         results.append(res)
 
-    findings = _dedupe([f for r in results for f in r.findings],
+    findings = dedupe([f for r in results for f in r.findings],
                        lambda f: (f.file, f.line, f.col, f.rule, f.severity, f.message, f.hint, f.path))
-    skipped = _dedupe([s for r in results for s in r.skipped], lambda s: (s["file"], s["check"]))
+    skipped = dedupe([s for r in results for s in r.skipped], lambda s: (s["file"], s["check"]))
     findings.sort(key=lambda f: (f.file, f.line or 0, f.col or 0, f.rule))
     n_err = sum(f.severity == "error" for f in findings)
     n_warn = sum(f.severity == "warning" for f in findings)
@@ -488,11 +268,12 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
             "summary": {"errors": n_err, "warnings": n_warn, "info": n_info,
                         "input_errors": len(input_errors), "files": len(results)},
         }
+        import json
         json.dump(doc, out, indent=2, default=str)
         out.write("\n")
     else:
         for f in findings:
-            out.write(_fmt_text(f) + "\n")
+            out.write(fmt_text(f) + "\n")
     for ie in input_errors:
         err.write(f"{ie['file']}: error: {ie['message']}\n")
     if args.output == "text":
@@ -507,8 +288,8 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
         for s in skipped:
             opt = f"; pass {s['option']} to check it" if s["option"] else ""
             notes.append(f"{s['file']}: info: {s['check']} skipped: {s['reason']}{opt}")
-        for line in _dedupe(notes, lambda x: x):
-            err.write(_one_line(line) + "\n")
+        for line in dedupe(notes, lambda x: x):
+            err.write(one_line(line) + "\n")
         err.write(summary_line(n_err, n_warn, n_info, len(input_errors), f"{len(results)} file(s)"))
 
     if input_errors:

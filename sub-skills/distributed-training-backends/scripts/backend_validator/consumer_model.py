@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Dict, Optional, Tuple
 
 # YAML deepspeed_config key -> DeepSpeedPlugin field -> key in the DeepSpeed config
 # (DeepSpeedPlugin.__post_init__ plugin_to_config_mapping; the same fields are the ones
 # _deepspeed_config_checks refuses beside a deepspeed_config_file, so one table serves both)
 from .deepspeed import ACCELERATE_FIELDS_EXCLUSIVE_WITH_FILE as PLUGIN_TO_CONFIG
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict, Optional, Tuple
 
 # Fields prepare_deepspeed_cmd_env exports (the NVMe paths are not among them).
 EXPORTED = ("zero_stage", "gradient_accumulation_steps", "gradient_clipping", "offload_optimizer_device",

@@ -11,9 +11,9 @@ Nothing here imports accelerate, torch or deepspeed.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+if False:  # pragma: no cover - annotations only: typing (and dataclasses, which imports inspect) cost
+    # start time on every run without bytecode; see benchmarks/bench_validator.py
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 SEVERITIES = ("error", "warning", "info")
 # Families decide which documents a rule sees.
@@ -25,20 +25,95 @@ SEVERITIES = ("error", "warning", "info")
 #   launch     : a whole launch command or a node set (ctx.launch, see launch/check.py)
 FAMILIES = ("accelerate", "deepspeed", "cross", "input", "launch")
 CONSUMERS = ("deepspeed", "accelerate", "transformers")
+# Accelerate's own (non-DeepSpeed) top-level config keys: a document with one is an Accelerate config
+# (deepspeed.looks_like_deepspeed; the engine checks these first, without loading the DeepSpeed tables).
+ACCELERATE_MARKERS = ("compute_environment", "distributed_type", "num_processes", "mixed_precision",
+                      "deepspeed_config", "fsdp_config", "machine_rank", "use_cpu", "main_training_function")
 
-KeyPath = Tuple[Any, ...]
+KeyPath = tuple  # Tuple[Any, ...]: mapping keys and list indices from the document root
+
+REQUIRED = object()  # a Record field without a default
 
 
-@dataclass(frozen=True)
-class Finding:
+class Record:
+    """A small data class: keyword or positional fields with defaults (``FIELDS``: name -> default,
+    where ``list``/``dict`` stand for a fresh empty one), equality, repr and :meth:`replace`. It does
+    what ``@dataclass`` did here without importing dataclasses (and inspect) at start."""
+
+    __slots__ = ()
+    FIELDS: Dict[str, Any] = {}
+    FROZEN = False
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        fields = self.FIELDS
+        if args:
+            names = tuple(fields)
+            if len(args) > len(names):
+                raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional arguments")
+            for k in names[:len(args)]:
+                if k in kw:
+                    raise TypeError(f"{type(self).__name__}() got multiple values for argument {k!r}")
+            kw.update(zip(names, args))
+        put = object.__setattr__
+        for k, default in fields.items():
+            if k in kw:
+                put(self, k, kw.pop(k))
+            elif default is REQUIRED:
+                raise TypeError(f"{type(self).__name__}() missing required argument {k!r}")
+            else:
+                put(self, k, default() if default is list or default is dict else default)
+        if kw:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {next(iter(kw))!r}")
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.FIELDS)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.FROZEN:
+            raise AttributeError(f"cannot assign to field {name!r} of a frozen {type(self).__name__}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self.FROZEN:
+            raise AttributeError(f"cannot delete field {name!r} of a frozen {type(self).__name__}")
+        object.__delattr__(self, name)
+
+    def __eq__(self, other: Any) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        if not self.FROZEN:
+            raise TypeError(f"unhashable type: {type(self).__name__!r}")
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.FIELDS) + ")"
+
+    def __reduce__(self) -> tuple:  # copy, deepcopy and pickle rebuild through __init__ (frozen-safe)
+        return (type(self), self._values())
+
+    def replace(self, **changes: Any) -> "Record":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return type(self)(**{**{k: getattr(self, k) for k in self.FIELDS}, **changes})
+
+
+class Finding(Record):
+    FIELDS = {"rule": REQUIRED, "severity": REQUIRED, "message": REQUIRED, "hint": "", "path": (),
+              "line": None,  # 1-based
+              "col": None,  # 1-based
+              "file": ""}
+    FROZEN = True
+    __slots__ = tuple(FIELDS)
     rule: str
     severity: str
     message: str
-    hint: str = ""
-    path: KeyPath = ()
-    line: Optional[int] = None  # 1-based
-    col: Optional[int] = None  # 1-based
-    file: str = ""
+    hint: str
+    path: KeyPath
+    line: Optional[int]
+    col: Optional[int]
+    file: str
 
     def key_path(self) -> str:
         out = []
@@ -59,13 +134,17 @@ class Finding:
         }
 
 
-@dataclass(frozen=True)
-class ScalarInfo:
+class ScalarInfo(Record):
     """How a scalar was written in the source (for YAML 1.1 traps)."""
 
-    raw: str  # the source text of the scalar, without quotes
-    style: Optional[str]  # None (plain), "'", '"', "|", ">"
-    tag: Optional[str]  # explicit tag as written (e.g. "!!python/object"), or None
+    FIELDS = {"raw": REQUIRED,  # the source text of the scalar, without quotes
+              "style": REQUIRED,  # None (plain), "'", '"', "|", ">"
+              "tag": REQUIRED}  # explicit tag as written (e.g. "!!python/object"), or None
+    FROZEN = True
+    __slots__ = tuple(FIELDS)
+    raw: str
+    style: Optional[str]
+    tag: Optional[str]
 
 
 class InputError(Exception):
@@ -76,6 +155,13 @@ class InputError(Exception):
 # One input limit for every file the validator reads (a config, standard input, or the
 # DeepSpeed JSON an Accelerate config names); real configs are a few KiB.
 MAX_INPUT_BYTES = 5 * 1024 * 1024
+# YAML limits (loader_yaml.py; stated in --help, which must not import PyYAML to say them)
+YAML_MAX_DEPTH = 100  # nesting of mappings/sequences
+YAML_MAX_NODES = 200_000  # nodes after alias expansion (alias bombs)
+# accelerate reads configs with yaml.safe_load, i.e. PyYAML's pure-Python SafeLoader, which refuses a
+# few inputs libyaml accepts (a tab after "key:", for one). Inputs up to this size are parsed by that
+# same parser; larger ones (never a real config) by libyaml when available, for bounded time.
+YAML_PURE_PYTHON_LIMIT = 256 * 1024
 
 
 def decode_input(raw: bytes) -> str:
@@ -173,22 +259,28 @@ class Doc:
             path = path[:-1]
 
 
-@dataclass
-class Rule:
+class Rule(Record):
+    FIELDS = {"id": REQUIRED, "severity": REQUIRED, "family": REQUIRED,
+              "summary": REQUIRED,  # one line: what the rule finds
+              # upstream place that justifies it, e.g. "accelerate/commands/launch.py::_validate_launch_command"
+              "source": REQUIRED,
+              "func": REQUIRED,  # the generator: func(ctx) reports through ctx.report
+              "doc": "",  # the docstring: description, Fails / Passes examples
+              "consumers": ()}  # deepspeed-family rules: consumers the rule applies to ( () = all )
     id: str
     severity: str
     family: str
-    summary: str  # one line: what the rule finds
-    source: str  # upstream place that justifies it, e.g. "accelerate/commands/launch.py::_validate_launch_command"
-    func: Callable[["Context"], Iterable[Any]]
-    doc: str = ""
-    # For warnings: what accelerate/deepspeed silently does (value dropped, block ignored ...)
-    consumers: Tuple[str, ...] = ()  # deepspeed-family rules: consumers the rule applies to ( () = all )
+    summary: str
+    source: str
+    func: Callable[[Context], Iterable[Any]]
+    doc: str
+    consumers: Tuple[str, ...]
 
 
 REGISTRY: Dict[str, Rule] = {}
-# Set by the rules package: imports the modules of a family before it first runs (rules/__init__.py).
-FAMILY_LOADER: Optional[Callable[[str], None]] = None
+# Set by the rules package: imports the modules of a family that a document needs before the family
+# runs on it (rules/__init__.py).
+FAMILY_LOADER: Optional[Callable[[str, Optional[Doc]], None]] = None
 
 
 def rule(*, id: str, severity: str, family: str, summary: str, source: str,
@@ -212,25 +304,40 @@ def rule(*, id: str, severity: str, family: str, summary: str, source: str,
     return deco
 
 
-@dataclass
-class Options:
-    consumer: Optional[str] = None  # forced --consumer, or None
-    world_size: Optional[int] = None  # --world-size
-    cwd: str = "."  # directory relative paths are resolved against (like accelerate)
-    check_imports: bool = False
+class Options(Record):
+    FIELDS = {"consumer": None,  # forced --consumer, or None
+              "world_size": None,  # --world-size
+              "cwd": ".",  # directory relative paths are resolved against (like accelerate)
+              "check_imports": False}
+    consumer: Optional[str]
+    world_size: Optional[int]
+    cwd: str
+    check_imports: bool
 
 
-@dataclass
-class Context:
+class Context(Record):
+    FIELDS = {"doc": REQUIRED,
+              "options": None,  # None: Options()
+              "consumer": None,  # resolved consumer for deepspeed-family rules
+              "consumer_reason": "",  # why that consumer was assumed (shown in output)
+              "related": dict,  # e.g. {"deepspeed": Doc}
+              "findings": list,
+              # checks a rule could not run for lack of information: {"file", "check", "reason", "option"}
+              "skipped": list,
+              "_rule": None}
     doc: Doc
-    options: Options = field(default_factory=Options)
-    consumer: Optional[str] = None  # resolved consumer for deepspeed-family rules
-    consumer_reason: str = ""  # why that consumer was assumed (shown in output)
-    related: Dict[str, Doc] = field(default_factory=dict)  # e.g. {"deepspeed": Doc}
-    findings: List[Finding] = field(default_factory=list)
-    # checks a rule could not run for lack of information: {"file", "check", "reason", "option"}
-    skipped: List[Dict[str, str]] = field(default_factory=list)
-    _rule: Optional[Rule] = None
+    options: Options
+    consumer: Optional[str]
+    consumer_reason: str
+    related: Dict[str, Doc]
+    findings: List[Finding]
+    skipped: List[Dict[str, str]]
+    _rule: Optional[Rule]
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        if self.options is None:
+            self.options = Options()
 
     def skip(self, reason: str, option: str = "", *, doc: Optional[Doc] = None) -> None:
         """Record that the running rule skipped its check for lack of information
@@ -258,7 +365,7 @@ def run_rules(ctx: Context, family: str) -> List[Finding]:
     """Run every registered rule of ``family`` on ctx; return new findings."""
     start = len(ctx.findings)
     if FAMILY_LOADER is not None:
-        FAMILY_LOADER(family)
+        FAMILY_LOADER(family, ctx.doc)
     for r in list(REGISTRY.values()):
         if r.family != family:
             continue

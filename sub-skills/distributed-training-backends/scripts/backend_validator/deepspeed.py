@@ -19,10 +19,10 @@ Who reads the JSON decides what is valid ("consumer"):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional, Tuple
+from .core import ACCELERATE_MARKERS, CONSUMERS, REQUIRED, Doc, Record
 
-from .core import CONSUMERS, Doc
+if False:  # pragma: no cover - annotations only (start time, see bench_validator.py)
+    from typing import Any, Dict, Iterator, Optional, Tuple
 
 # --------------------------------------------------------------------------
 # Removed in 0.19.x: any presence raises DeepSpeedConfigError
@@ -134,20 +134,28 @@ def dtype_canonical(v: Any) -> Optional[str]:
 
 # --------------------------------------------------------------------------
 # Strict (pydantic, extra="forbid") blocks: field -> spec
-@dataclass(frozen=True)
-class F:
-    kind: str  # bool int float str enum list dict model any
-    default: Any = None
-    ge: Optional[float] = None
-    gt: Optional[float] = None
-    le: Optional[float] = None
-    lt: Optional[float] = None
-    choices: Tuple[Any, ...] = ()
-    alias: Optional[str] = None
-    optional: bool = False  # None accepted
-    deprecated: Optional[str] = None  # replacing field, if deprecated
-    model: Optional[str] = None  # nested strict block name
-    no_bool: bool = False  # a field_validator rejects true/false (pydantic would coerce them)
+class F(Record):
+    """One field of a strict block: kind (bool int float str enum list dict model any), default,
+    bounds (ge gt le lt), choices, alias, optional (None accepted), deprecated (the replacing
+    field), model (nested strict block name), no_bool (a field_validator rejects true/false,
+    which pydantic would otherwise coerce)."""
+
+    FIELDS = {"kind": REQUIRED, "default": None, "ge": None, "gt": None, "le": None, "lt": None, "choices": (),
+              "alias": None, "optional": False, "deprecated": None, "model": None, "no_bool": False}
+    FROZEN = True
+    __slots__ = tuple(FIELDS)
+    kind: str
+    default: Any
+    ge: Optional[float]
+    gt: Optional[float]
+    le: Optional[float]
+    lt: Optional[float]
+    choices: Tuple[Any, ...]
+    alias: Optional[str]
+    optional: bool
+    deprecated: Optional[str]
+    model: Optional[str]
+    no_bool: bool
 
 
 I, B = "int", "bool"
@@ -346,9 +354,17 @@ MAPPING_BLOCKS = {
 
 # --------------------------------------------------------------------------
 # "auto" handling
+# Keys DeepSpeedPlugin.__post_init__ overwrites whatever the file says, before
+# Accelerator._prepare_deepspeed looks for "auto" (deepspeed_config_process -> fill_match raises on an
+# "auto" it has no value for): `deepspeed_config["steps_per_print"] = float("inf")`, unconditionally,
+# for a file or dict (hf_ds_config) and for the config the plugin builds. The Trainer hands its
+# HfTrainerDeepSpeedConfig (a subclass of accelerate's HfDeepSpeedConfig) to the same plugin in
+# TrainingArguments.__post_init__, so "auto" there is replaced for both consumers
+# (tests/validator_ds/test_plugin_overwrites.py runs the plugin).
+PLUGIN_OVERWRITTEN_KEYS = ("steps_per_print",)
 # Keys Accelerate 1.15.0 fills (DeepSpeedPlugin.__post_init__ / set_mixed_precision /
 # Accelerator._prepare_deepspeed); any other "auto" leaf raises ValueError there.
-ACCELERATE_AUTO_KEYS = (
+ACCELERATE_AUTO_KEYS = PLUGIN_OVERWRITTEN_KEYS + (
     "gradient_accumulation_steps", "gradient_clipping", "zero_optimization.stage",
     "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device",
     "zero_optimization.offload_param.nvme_path", "zero_optimization.offload_optimizer.nvme_path",
@@ -389,8 +405,7 @@ ACCELERATE_FIELDS_EXCLUSIVE_WITH_FILE = {
 }
 
 # Accelerate's own (non-DeepSpeed) top-level config keys: a JSON with these is an Accelerate config.
-_ACCELERATE_MARKERS = ("compute_environment", "distributed_type", "num_processes", "mixed_precision",
-                       "deepspeed_config", "fsdp_config", "machine_rank", "use_cpu", "main_training_function")
+_ACCELERATE_MARKERS = ACCELERATE_MARKERS  # core.py: the engine tells an Accelerate config without this module
 _DS_MARKERS = ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu",
                "gradient_accumulation_steps", "fp16", "bf16", "bfloat16", "optimizer", "scheduler",
                "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer",
@@ -446,14 +461,13 @@ def consumer_parse_findings(findings, consumer: str) -> list:
     """Parse-level findings as the consumer sees them: a duplicate key fails only deepspeed's own
     hjson loader (a path given to DeepSpeedConfig); Accelerate and the Trainer json.load the file
     and hand deepspeed a dict, so the last value wins silently - a warning, not an error."""
-    import dataclasses
     from .loader_json import DUPLICATE_RULE
     out = []
     for f in findings:
         if f.rule == DUPLICATE_RULE and f.severity == "error" and consumer in ("accelerate", "transformers"):
-            f = dataclasses.replace(f, severity="warning", message=f.message.split(";")[0] + f"; {consumer} reads "
-                                    "the file with json.load, which silently keeps the last value (plain deepspeed "
-                                    "would raise)")
+            f = f.replace(severity="warning", message=f.message.split(";")[0] + f"; {consumer} reads "
+                          "the file with json.load, which silently keeps the last value (plain deepspeed "
+                          "would raise)")
         out.append(f)
     return out
 

@@ -19,10 +19,10 @@ from typing import Dict, List, Optional, Tuple
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from backend_validator import core  # type: ignore
-    from backend_validator.cli import VERIFIED_AGAINST  # type: ignore
+    from backend_validator.version import VERIFIED_AGAINST  # type: ignore
 else:
     from . import core
-    from .cli import VERIFIED_AGAINST
+    from .version import VERIFIED_AGAINST
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.normpath(os.path.join(HERE, "..", "..", "references", "validator-rules.md"))
@@ -106,6 +106,59 @@ def slug(text: str) -> str:
     return s.replace(" ", "-")
 
 
+RULES_PAGE = "references/validator-rules.md"  # relative to the sub-skill folder
+
+
+def rule_info(rule_id: str) -> Optional[Dict[str, object]]:
+    """One rule as --explain-rule prints it, or None for an unknown id: id, severity, family,
+    consumers, summary, upstream source, description, the failing and passing examples, the fix
+    (the lines that change from the failing to the passing example) and its reference anchor."""
+    import difflib
+    from . import rules
+    rules.load_all()
+    r = core.REGISTRY.get(rule_id)
+    if r is None:
+        return None
+    desc, ex = parse_doc(r.doc)
+    fails, passes = ex.get("Fails"), ex.get("Passes")
+    fix: List[str] = []
+    if fails and passes:
+        fix = [line for line in difflib.unified_diff(fails[1].splitlines(), passes[1].splitlines(), lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    return {
+        "id": r.id, "severity": r.severity, "family": r.family, "consumers": list(r.consumers),
+        "summary": r.summary, "source": r.source,
+        # the Oracle: line is test metadata (the consumer / world size the examples are checked with)
+        "description": " ".join(" ".join(x for x in desc.splitlines() if not x.strip().startswith("Oracle:")).split())
+        or r.summary,
+        "fails": {"lang": fails[0], "text": fails[1]} if fails else None,
+        "passes": {"lang": passes[0], "text": passes[1]} if passes else None,
+        "fix": fix, "reference": f"{RULES_PAGE}#{slug(r.id)}",
+    }
+
+
+def explain_text(info: Dict[str, object]) -> str:
+    """The text form of :func:`rule_info`."""
+    import textwrap
+    out = [f"{info['id']}  ({info['severity']}, family {info['family']}"
+           + (f", consumers {', '.join(info['consumers'])}" if info["consumers"] else "") + ")",
+           f"finds: {info['summary']}", f"source: {info['source']}", ""]
+    if info["description"] != info["summary"]:
+        out += textwrap.wrap(str(info["description"]), 100) + [""]
+    for label, key in (("Fails", "fails"), ("Passes", "passes")):
+        ex = info[key]
+        if ex:
+            out.append(f"{label} ({ex['lang']}):")
+            out += ["    " + line for line in ex["text"].rstrip("\n").splitlines()]
+            out.append("")
+    if info["fix"]:
+        out.append("fix (failing -> passing example):")
+        out += ["    " + line for line in info["fix"]]
+        out.append("")
+    out.append(f"reference: {info['reference']}")
+    return "\n".join(out) + "\n"
+
+
 def render() -> str:
     from . import rules
     rules.load_all()
@@ -119,6 +172,14 @@ def render() -> str:
     w(f"<!-- GENERATED from the validator's rule registry by `{REGEN}`; do not edit by hand "
       "(tests/validator/test_docs.py keeps it in sync). -->")
     w("# Validator rules (`scripts/validate_backend_config.py`)")
+    w("")
+    w("Query one rule instead of reading this page whole: `scripts/validate_backend_config.py --explain-rule "
+      "RULE-ID` prints its severity, what fails and passes, the fix and its source (`--output json` too); "
+      "`--list-rules` lists every id with its severity and summary.")
+    w("")
+    w("Families: " + " · ".join(f"[{fam}](#{slug(title)}) ({len(by_family[fam])})"
+                                for fam, title in FAMILY_TITLES if fam in by_family)
+      + " · [rule index](#rule-index) · [how the rules are proven](#how-the-rules-are-proven)")
     w("")
     w(f"Verified against: {VERIFIED_AGAINST}. Look a rule id up in the [rule index](#rule-index); how each "
       "rule was checked against the real libraries is at the end ([How the rules are proven]"

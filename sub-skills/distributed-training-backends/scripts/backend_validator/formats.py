@@ -86,7 +86,7 @@ def help_uri(rule_id: str, base: Optional[str]) -> Optional[str]:
 
 
 def _rule_descriptor(r: core.Rule, base: Optional[str]) -> Dict[str, Any]:
-    from .docs import parse_doc  # lazy: docs imports cli, which imports this module
+    from .docs import parse_doc  # lazy: the rule docstrings are read only for SARIF
     desc, _examples = parse_doc(r.doc)
     full = " ".join(desc.split()).replace("``", "`") if desc else r.summary  # RST literals -> Markdown
     d: Dict[str, Any] = {

@@ -31,9 +31,11 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
 
 from .core import MAX_INPUT_BYTES, Doc, Finding, InputError, ScalarInfo, decode_input, read_input_file
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict, List, Optional, Tuple
 
 MAX_BYTES = MAX_INPUT_BYTES
 MAX_DEPTH = 100  # nesting levels (objects + arrays)

@@ -11,24 +11,23 @@ text: YAML 1.1 implicit resolution, merge keys, standard ``!!`` tags.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from .core import MAX_INPUT_BYTES, Doc, Finding, InputError, ScalarInfo, decode_input
+from .core import (MAX_INPUT_BYTES, YAML_MAX_DEPTH, YAML_MAX_NODES, YAML_PURE_PYTHON_LIMIT, Doc, Finding, InputError,
+                   ScalarInfo, decode_input)
 
-# Limits (also stated in --help).
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict, List, Optional, Tuple
+
+# Limits (also stated in --help; defined in core.py, which --help reads without importing PyYAML).
 MAX_BYTES = MAX_INPUT_BYTES
-MAX_DEPTH = 100  # nesting of mappings/sequences
-MAX_NODES = 200_000  # nodes after alias expansion (alias bombs)
-
-# accelerate reads configs with yaml.safe_load, i.e. PyYAML's pure-Python SafeLoader, which refuses a
-# few inputs libyaml accepts (a tab after "key:", for one). Inputs up to PURE_PYTHON_LIMIT are parsed
-# by that same parser; larger ones (never a real config) by libyaml when available, for bounded time.
-PURE_PYTHON_LIMIT = 256 * 1024
+MAX_DEPTH = YAML_MAX_DEPTH
+MAX_NODES = YAML_MAX_NODES
+PURE_PYTHON_LIMIT = YAML_PURE_PYTHON_LIMIT
 _CLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 TAG_PREFIX = "tag:yaml.org,2002:"

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import core
+from .. import core, engine
 from ..core import Context, Doc, Finding, InputError, Options
 from . import accelerate as acc
 from . import argv as argvmod
@@ -221,7 +221,6 @@ def _ignored_flags(L: acc.AccelerateLaunch) -> List[Issue]:
 
 def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, options: Options, command_doc: Doc,
                       issues: List[Issue], res: LaunchResult) -> None:
-    from .. import cli
     cf = parsed.values.get("config_file")
     config_from = ""
     path = None
@@ -244,7 +243,7 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
         else:
             try:
                 text = core.read_input_file(path)
-                doc = cli.parse_input(text, cf, os.path.abspath(path), "accelerate")
+                doc = engine.parse_input(text, cf, os.path.abspath(path), "accelerate")
             except (InputError, RecursionError) as e:
                 res.input_errors.append({"file": cf, "message": str(e)})
                 loadable = False
@@ -271,19 +270,19 @@ def _check_accelerate(parsed: argvmod.Parsed, env: Dict[str, str], cwd: str, opt
         if doc is not None:
             mdoc.parse_findings = list(doc.parse_findings)
         try:
-            fr = cli.validate_doc(mdoc, "accelerate", options)
+            fr = engine.validate_doc(mdoc, "accelerate", options)
         except Exception as e:  # noqa: BLE001 - never a traceback for bad input
             res.input_errors.append({"file": cf or COMMAND_NAME, "message": _internal(e)})
-            fr = cli.FileResult(cf or COMMAND_NAME)
+            fr = engine.FileResult(cf or COMMAND_NAME)
         for f in fr.findings:
             res.findings.append(_relocate(f, L, command_doc, data is None))
         res.files.append(fr.as_dict())
     elif doc is not None and L.stopped != "pre-merge":
         try:
-            fr = cli.validate_doc(doc, "accelerate", options)
+            fr = engine.validate_doc(doc, "accelerate", options)
         except Exception as e:  # noqa: BLE001
             res.input_errors.append({"file": cf, "message": _internal(e)})
-            fr = cli.FileResult(cf)
+            fr = engine.FileResult(cf)
         res.findings.extend(fr.findings)
         res.files.append(fr.as_dict())
     res.explain = _explain_rows(L, doc)
@@ -300,16 +299,15 @@ def _internal(e: Exception) -> str:
 
 def _relocate(f: Finding, L: acc.AccelerateLaunch, command_doc: Doc, no_file: bool) -> Finding:
     """A finding on a key the command line set points at that flag."""
-    import dataclasses
     p = tuple(f.path)
     while p:
         o = L.merged_origin.get(p)
         if o is not None and o.kind == "flag" and o.word is not None:
-            return dataclasses.replace(f, file=COMMAND_NAME, line=o.word.line, col=o.word.col,
-                                       message=f"{f.message} (set by {o.detail})")
+            return f.replace(file=COMMAND_NAME, line=o.word.line, col=o.word.col,
+                             message=f"{f.message} (set by {o.detail})")
         p = p[:-1]
     if no_file:
-        return dataclasses.replace(f, file=COMMAND_NAME, line=None, col=None)
+        return f.replace(file=COMMAND_NAME, line=None, col=None)
     return f
 
 
@@ -395,13 +393,12 @@ def _explain_rows(L: acc.AccelerateLaunch, doc: Optional[Doc] = None) -> List[Di
 
 def _check_ds_json(path: str, word: Word, cwd: str, options: Options, world: Optional[int],
                    res: LaunchResult) -> None:
-    from .. import cli
     full = path if os.path.isabs(path) else os.path.join(cwd, path)
     try:
         text = core.read_input_file(full)
         o = Options(consumer=options.consumer or "deepspeed", world_size=options.world_size or world,
                     cwd=cwd, check_imports=options.check_imports)
-        fr = cli.validate_text(text, path, "deepspeed", o, source_path=os.path.abspath(full))
+        fr = engine.validate_text(text, path, "deepspeed", o, source_path=os.path.abspath(full))
     except RecursionError:
         res.input_errors.append({"file": path, "message": "nesting too deep to check"})
         return
@@ -431,7 +428,6 @@ def _node_from_launch(name: str, r: LaunchResult, merged: Optional[Dict[str, Any
 def check_node_set(files: List[str], commands: List[str], env: Optional[Dict[str, str]], cwd: str,
                    options: Optional[Options] = None) -> LaunchResult:
     """Per-node configs (files) or per-node launch commands: each is checked alone, then together."""
-    from .. import cli
     from .nodeset import check_nodes, key_path, node_from_config
     options = options or Options(cwd=cwd)
     res = LaunchResult(launcher="node-set")
@@ -441,12 +437,12 @@ def check_node_set(files: List[str], commands: List[str], env: Optional[Dict[str
     for f in files:
         try:
             text = core.read_input_file(f if os.path.isabs(f) else os.path.join(cwd, f))
-            doc = cli.parse_input(text, f, os.path.abspath(os.path.join(cwd, f)), "accelerate")
+            doc = engine.parse_input(text, f, os.path.abspath(os.path.join(cwd, f)), "accelerate")
         except (InputError, RecursionError) as e:
             res.input_errors.append({"file": f, "message": str(e)})
             continue
         try:
-            fr = cli.validate_doc(doc, "accelerate", options)
+            fr = engine.validate_doc(doc, "accelerate", options)
         except Exception as e:  # noqa: BLE001
             res.input_errors.append({"file": f, "message": _internal(e)})
             continue
@@ -458,8 +454,7 @@ def check_node_set(files: List[str], commands: List[str], env: Optional[Dict[str
         r = check_command(c, env, cwd, options)
         name = f"{COMMAND_NAME}#{i + 1}"
         for fd in r.findings:
-            import dataclasses
-            res.findings.append(dataclasses.replace(fd, file=name) if fd.file == COMMAND_NAME else fd)
+            res.findings.append(fd.replace(file=name) if fd.file == COMMAND_NAME else fd)
         res.input_errors.extend(r.input_errors)
         merged = getattr(r, "_merged", None)
         if r.launcher == "accelerate" and r.effective.get("launcher"):

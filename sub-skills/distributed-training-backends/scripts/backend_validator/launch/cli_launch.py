@@ -13,6 +13,8 @@ import os
 from typing import Any, Dict, List, TextIO
 
 from ..core import Options
+from ..report import CI_FORMATS, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, fmt_text, one_line, summary_line
+from ..version import VERIFIED_AGAINST
 
 EPILOG = """\
 launch commands (the whole command line, shell-quoted, checked without running it):
@@ -40,22 +42,21 @@ def _env(pairs: List[str], err: TextIO) -> Dict[str, str]:
 
 
 def run(args: Any, out: TextIO, err: TextIO) -> int:
-    from .. import cli
     from .argv import CommandError
     from .check import check_command, check_node_set
     try:
         env = _env(args.env, err)
     except ValueError as e:
         err.write(f"validate_backend_config.py: error: {e}\n")
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     cwd = args.cwd if args.cwd else os.getcwd()
     if not os.path.isdir(cwd):
         err.write(f"validate_backend_config.py: error: --cwd {cwd!r} is not a directory\n")
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     if args.configs and args.node_set is None:
         err.write("validate_backend_config.py: error: CONFIG files cannot be combined with --launch-command "
                   "(the command names its config file; use --node-set for several)\n")
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     options = Options(consumer=args.consumer, world_size=args.world_size, cwd=cwd, check_imports=args.check_imports)
     results = []
     try:
@@ -64,21 +65,21 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
             if not files and len(args.launch_command or []) < 2:
                 err.write("validate_backend_config.py: error: --node-set needs node config files, or two or more "
                           "--launch-command\n")
-                return cli.EXIT_INPUT
+                return EXIT_INPUT
             results.append(("node-set", check_node_set(files, args.launch_command or [], env, cwd, options)))
         else:
             for c in args.launch_command:
                 results.append((c, check_command(c, env, cwd, options)))
     except CommandError as e:
         err.write(f"<launch-command>: error: {e}\n")
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     except RecursionError:
         err.write("<launch-command>: error: nesting too deep to check\n")
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     except Exception as e:  # noqa: BLE001 - never a traceback for bad input
         err.write(f"<launch-command>: error: internal error while checking ({type(e).__name__}: "
                   f"{str(e)[:200]}); please report\n")
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     from .check import COMMAND_NAME
     commands: Dict[str, str] = {}  # finding file name -> command text, for the SARIF/GitHub formats
     if args.node_set is not None:
@@ -87,10 +88,9 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
         commands = {COMMAND_NAME: results[0][0]}
     else:
         commands = {f"{COMMAND_NAME}#{i + 1}": c for i, (c, _) in enumerate(results)}
-        if args.output in cli.CI_FORMATS:  # say which command each finding is on
-            import dataclasses
+        if args.output in CI_FORMATS:  # say which command each finding is on
             for i, (_, r) in enumerate(results):
-                r.findings = [dataclasses.replace(f, file=f"{COMMAND_NAME}#{i + 1}") if f.file == COMMAND_NAME
+                r.findings = [f.replace(file=f"{COMMAND_NAME}#{i + 1}") if f.file == COMMAND_NAME
                               else f for f in r.findings]
     findings = [f for _, r in results for f in r.findings]
     findings.sort(key=lambda f: (f.file != "<launch-command>", f.file, f.line or 0, f.col or 0, f.rule))
@@ -98,11 +98,11 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
     n_err = sum(f.severity == "error" for f in findings)
     n_warn = sum(f.severity == "warning" for f in findings)
     n_info = sum(f.severity == "info" for f in findings)
-    if args.output in cli.CI_FORMATS:
+    if args.output in CI_FORMATS:
         from .. import formats
         formats.write(args.output, out, findings, input_errors, commands)
     elif args.output == "json":
-        doc = {"tool": "validate_backend_config.py", "verified_against": cli.VERIFIED_AGAINST,
+        doc = {"tool": "validate_backend_config.py", "verified_against": VERIFIED_AGAINST,
                "launch": [{"command": c, "launcher": r.launcher, "stopped": r.stopped,
                            "effective": r.effective, **({"explain": r.explain} if args.explain else {}),
                            "files": r.files} for c, r in results],
@@ -113,20 +113,20 @@ def run(args: Any, out: TextIO, err: TextIO) -> int:
         out.write("\n")
     else:
         for f in findings:
-            out.write(cli._fmt_text(f) + "\n")
+            out.write(fmt_text(f) + "\n")
         if args.explain:
             for c, r in results:
                 out.write(f"\n# {r.launcher}: {c if c != 'node-set' else 'node set'}\n")
                 w = max([len(str(x["setting"])) for x in r.explain] + [8])
                 for row in r.explain:
-                    out.write(f"{str(row['setting']):<{w}}  {cli._one_line(repr(row['value']))}  <- "
-                              f"{cli._one_line(row['origin'])}\n")
+                    out.write(f"{str(row['setting']):<{w}}  {one_line(repr(row['value']))}  <- "
+                              f"{one_line(row['origin'])}\n")
     for ie in input_errors:
         err.write(f"{ie['file']}: error: {ie['message']}\n")
     if args.output == "text":
-        err.write(cli.summary_line(n_err, n_warn, n_info, len(input_errors), f"{len(results)} launch check(s)"))
+        err.write(summary_line(n_err, n_warn, n_info, len(input_errors), f"{len(results)} launch check(s)"))
     if input_errors:
-        return cli.EXIT_INPUT
+        return EXIT_INPUT
     if n_err or (args.strict and n_warn):
-        return cli.EXIT_FINDINGS
-    return cli.EXIT_OK
+        return EXIT_FINDINGS
+    return EXIT_OK

@@ -1,54 +1,121 @@
 """Rule modules. A module here registers its rules in core.REGISTRY when it is imported.
 
-Modules are imported by rule family, when core.run_rules first runs that family
-(:func:`load_family`), or all at once by :func:`load_all` (--list-rules, SARIF, the generated
-reference, tests). So a plain file check never compiles the launch rules and a torchrun command
-never compiles the DeepSpeed rules: that is most of the start-up time when no bytecode is cached
-(PYTHONDONTWRITEBYTECODE=1). The families a module registers are read from its source
-(``family="..."`` in its @rule calls), so a new rule module still needs nothing else edited.
+Only what an input needs is imported (most of the start-up time when no bytecode is cached,
+PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validator.py):
+
+* by family: a module is imported when core.run_rules first runs a family it registers rules of
+  (:func:`load_family`), so a plain file check never compiles the launch rules and a torchrun
+  command never compiles the DeepSpeed rules;
+* by topic: a module whose source says ``NEEDS = ("word", ...)`` is imported only for a document
+  whose keys or string values mention one of the words (case-insensitive substring), e.g. the FSDP
+  rules for a config that names FSDP somewhere. Such a module promises that its rules report
+  nothing on any other document; tests/validator_cli/test_lazy_rules.py checks the promise on every
+  rule's examples and the shipped configs;
+* one rule: :func:`load_rule` imports the module that defines a rule id (a rule that runs another
+  family's rule on a derived document).
+
+:func:`load_all` imports everything (--list-rules, SARIF, the generated reference, tests). The
+families, NEEDS words and rule ids of a module are read from its source, so a new rule module
+needs nothing else edited.
 """
-import importlib
 import os
 import re
 
 from .. import core
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_FAMILY = re.compile(r'\bfamily="([a-z]+)"')
-_loaded = set()  # families whose modules are imported
-_by_family = None  # family -> module names, sorted (the order the rules register in)
+# Each pattern starts with a literal, which re finds with a fast substring search: a leading \b made
+# the scan of the rule sources cost more than compiling them (about 50 ms per pattern).
+_FAMILY = re.compile(r'family="([a-z]+)"')
+_NEEDS = re.compile(r'\nNEEDS = \(([^)]*)\)')
+_RULE_ID = re.compile(r'@rule\(id="([a-z0-9-]+)"')
+_WORD = re.compile(r'"([^"]+)"')
+_imported = set()  # module names imported
+_complete = set()  # families whose every module is imported
+_index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module)
 
 
 def _modules():
     return sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and not f.startswith("_"))
 
 
-def _families():
-    global _by_family
-    if _by_family is None:
-        found = {}
+def _scan():
+    global _index
+    if _index is None:
+        by_family, needs, ids = {}, {}, {}
         for m in _modules():
             with open(os.path.join(_HERE, m + ".py"), encoding="utf-8") as fh:
-                for fam in sorted(set(_FAMILY.findall(fh.read()))):
-                    found.setdefault(fam, []).append(m)
-        _by_family = found
-    return _by_family
+                src = fh.read()
+            for fam in sorted(set(_FAMILY.findall(src))):
+                by_family.setdefault(fam, []).append(m)
+            n = _NEEDS.search(src)
+            needs[m] = tuple(w.lower() for w in _WORD.findall(n.group(1))) if n else None
+            for rid in _RULE_ID.findall(src):
+                ids.setdefault(rid, m)
+        _index = (by_family, needs, ids)
+    return _index
 
 
-def load_family(family: str) -> None:
-    """Import every module that registers rules of ``family`` (once)."""
-    if family in _loaded:
+def mention_text(doc) -> str:
+    """Every key and string value of doc, lowercased, one per line (cached on the document)."""
+    text = getattr(doc, "_mention_text", None)
+    if text is None:
+        parts, stack = [], [doc.data]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    parts.append(str(k))
+                    stack.append(x)
+            elif isinstance(v, list):
+                stack.extend(v)
+            elif isinstance(v, str):
+                parts.append(v)
+        text = "\n".join(parts).lower()
+        doc._mention_text = text
+    return text
+
+
+def needed(module: str, doc) -> bool:
+    """Whether ``module``'s rules can report anything on ``doc`` (its NEEDS words; no NEEDS: always)."""
+    words = _scan()[1].get(module)
+    if not words or doc is None:
+        return True
+    text = mention_text(doc)
+    return any(w in text for w in words)
+
+
+def _import(m: str) -> None:
+    if m not in _imported:
+        __import__(f"{__name__}.{m}")  # importlib.import_module without importing importlib
+        _imported.add(m)
+
+
+def load_family(family: str, doc=None) -> None:
+    """Import the modules that register rules of ``family`` and that ``doc`` needs (every one of
+    them when doc is None)."""
+    if family in _complete:
         return
-    _loaded.add(family)
-    for m in _families().get(family, ()):
-        importlib.import_module(f"{__name__}.{m}")
+    mods = _scan()[0].get(family, ())
+    for m in mods:
+        if needed(m, doc):
+            _import(m)
+    if all(m in _imported for m in mods):
+        _complete.add(family)
+
+
+def load_rule(rule_id: str) -> None:
+    """Import the module that defines ``rule_id``."""
+    m = _scan()[2].get(rule_id)
+    if m is not None:
+        _import(m)
 
 
 def load_all() -> None:
     """Import every rule module (the whole registry)."""
     for m in _modules():
-        importlib.import_module(f"{__name__}.{m}")
-    _loaded.update(core.FAMILIES)
+        _import(m)
+    _complete.update(core.FAMILIES)
 
 
 core.FAMILY_LOADER = load_family

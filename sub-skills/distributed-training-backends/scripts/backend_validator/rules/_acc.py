@@ -1,10 +1,11 @@
 """Small helpers shared by the accelerate_* rule modules (no rules here)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Tuple
-
 from ..core import Context, did_you_mean
 from .accelerate_schema import Effective
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Iterable, Optional, Tuple
 
 
 def eff(ctx: Context) -> Effective:
@@ -137,3 +138,16 @@ def report_unknown(ctx: Context, block: Optional[str], keys: Iterable[Any], know
         if extra_hint:
             hint = f"{hint} {extra_hint}"
         ctx.report(path, f"unknown key {fmt(k)} in {block or 'the top level'}: {what}", hint)
+
+
+# upstream places the accelerate_* rules cite, and the packages --check-imports looks for
+CFG = "accelerate/commands/config/config_args.py"
+LAUNCH = "accelerate/commands/launch.py::_validate_launch_command"
+ULAUNCH = "accelerate/utils/launch.py"
+_PACKAGES = {
+    "deepspeed": ("deepspeed", "DEEPSPEED needs the deepspeed package (pip install deepspeed)"),
+    "megatron": ("megatron", "MEGATRON_LM needs Megatron-LM (megatron.core) installed"),
+    "torch_xla": ("torch_xla", "XLA needs torch_xla"),
+    "sagemaker": ("sagemaker", "AMAZON_SAGEMAKER needs the sagemaker SDK (pip install accelerate[sagemaker])"),
+    "transformers": ("transformers", "needs transformers"),
+}

@@ -9,6 +9,10 @@ from ..core import rule
 from . import accelerate_schema as S
 from ._acc import eff, fmt, report_unknown
 
+# Imported only for a document that mentions DeepSpeed: distributed_type DEEPSPEED or a deepspeed_config block
+# (rules/__init__.py): every rule here reports nothing on any other document.
+NEEDS = ("deepspeed",)
+
 PLUGIN = "accelerate/utils/dataclasses.py::DeepSpeedPlugin.__post_init__"
 ENV = "accelerate/utils/launch.py::prepare_deepspeed_cmd_env"
 
@@ -531,3 +535,69 @@ def multinode_launcher(ctx):
                    "the deepspeed runner knows", f"did you mean '{m}'?" if m else
                    f"use one of: {', '.join(S.DS_MULTINODE_LAUNCHERS)}")
     return ()
+
+
+# config key the plugin writes -> the deepspeed_config key of the Accelerate YAML it comes from
+# (only the two cases whose effect the tests observe: offload_param below stage 3, NVMe optimizer
+# offload at stage 1-2)
+_YAML_KEY = {("zero_optimization", "offload_param"): "offload_param_device",
+             ("zero_optimization", "offload_optimizer", "device"): "offload_optimizer_device"}
+
+
+@rule(id="acc-ds-offload-ignored-by-stage", severity="warning", family="accelerate",
+      summary="inline offload device the chosen zero_stage does not use as written (offload_param below stage 3; "
+              "offload_optimizer at stage 0 is an error)",
+      source="deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig")
+def inline_offload_ignored(ctx: Context):
+    """Without ``deepspeed_config_file`` the plugin writes ``offload_param_device`` and
+    ``offload_optimizer_device`` into the ZeRO block it builds, whatever ``zero_stage`` is; DeepSpeed
+    reads offload_param only at stage 3, runs NVMe optimizer offload as CPU offload at stages 1-2, and
+    fails with optimizer offload at stage 0 (reported at error severity; see ds-offload-ignored)
+    (the check of ds-offload-ignored, run on the config the plugin builds:
+    consumer_model.accelerate_config).
+
+    Fails:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 2
+      offload_param_device: cpu
+    ```
+    Passes:
+    ```yaml
+    distributed_type: DEEPSPEED
+    num_processes: 2
+    deepspeed_config:
+      zero_stage: 3
+      offload_param_device: cpu
+    ```
+    """
+    from ..core import REGISTRY, Context, Doc
+    from .accelerate_schema import Effective
+    e = Effective(ctx.doc)
+    block = ctx.doc.get(("deepspeed_config",))
+    if e.launcher != "deepspeed" or not isinstance(block, dict) or block.get("deepspeed_config_file") not in (None, "none"):
+        return
+    if all(block.get(k) in (None, "none") for k in _YAML_KEY.values()):
+        # findings are reported on these keys only, and only for an offload device (cpu or nvme):
+        # no need to build the plugin's config
+        return
+    from .. import consumer_model as M
+    try:
+        cfg, _mp = M.accelerate_config({"deepspeed_config": block}, None)
+    except M.Refused:
+        return  # the plugin refuses: other acc-ds-* rules say why
+    from . import load_rule
+    load_rule("ds-offload-ignored")
+    sub = Context(doc=Doc(cfg, kind="json", name=ctx.doc.name), options=ctx.options, consumer="accelerate")
+    sub._rule = REGISTRY["ds-offload-ignored"]
+    for _ in sub._rule.func(sub) or ():
+        pass
+    for f in sub.findings:
+        key = _YAML_KEY.get(tuple(f.path))
+        if key and key in block:
+            yield ctx.report(("deepspeed_config", key), f"{key} {block[key]!r} goes into the ZeRO block the plugin "
+                             f"builds, and {f.message}", f.hint.replace("remove offload_param", f"remove {key}")
+                             .replace("remove offload_optimizer", f"remove {key}"),
+                             severity="error" if f.severity == "error" else None)

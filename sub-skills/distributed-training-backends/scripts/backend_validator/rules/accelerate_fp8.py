@@ -11,6 +11,10 @@ from ..core import rule
 from . import accelerate_schema as S
 from ._acc import eff, fmt, report_unknown
 
+# Imported only for a document that mentions fp8: mixed_precision fp8 or an fp8_config block
+# (rules/__init__.py): every rule here reports nothing on any other document.
+NEEDS = ("fp8",)
+
 DC = "accelerate/utils/dataclasses.py"
 
 

@@ -10,6 +10,10 @@ from ..core import rule
 from . import accelerate_schema as S
 from ._acc import eff, fmt, report_unknown
 
+# Imported only for a document that mentions FSDP: distributed_type FSDP or an fsdp_config block
+# (rules/__init__.py): every rule here reports nothing on any other document.
+NEEDS = ("fsdp",)
+
 PLUGIN = "accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.__post_init__"
 
 

@@ -10,6 +10,10 @@ from ..core import rule
 from . import accelerate_schema as S
 from ._acc import eff, fmt, report_unknown
 
+# Imported only for a document that mentions a parallelism_config block
+# (rules/__init__.py): every rule here reports nothing on any other document.
+NEEDS = ("parallelism",)
+
 PC = "accelerate/parallelism_config.py::ParallelismConfig.__post_init__"
 VAL = "accelerate/parallelism_config.py::ParallelismConfig._validate_accelerator"
 

@@ -12,9 +12,10 @@ reasons about the same merged view.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
-
 from ..core import Doc
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Dict, Optional, Tuple
 
 # commands/config/config_args.py: BaseConfig + ClusterConfig / SageMakerConfig fields
 BASE_FIELDS = ("compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug")

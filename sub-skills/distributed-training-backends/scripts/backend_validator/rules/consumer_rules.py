@@ -11,9 +11,11 @@ script's optimizer unswapped (ds-offload-client-optimizer; tests/validator_ds/te
 """
 from __future__ import annotations
 
-from .. import consumer_model as M
-from .. import deepspeed as D
 from ..core import Context, rule
+
+# consumer_model and the DeepSpeed tables are imported inside the rules that use them. The Accelerate
+# config rule that runs ds-offload-ignored on the ZeRO block the plugin builds
+# (acc-ds-offload-ignored-by-stage) is in accelerate_deepspeed.py.
 
 SRC_PREPARE = "accelerate/accelerator.py::Accelerator._prepare_deepspeed"
 
@@ -48,6 +50,7 @@ def legacy_offload_client_optimizer(ctx: Context):
     {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
     ```
     """
+    from .. import consumer_model as M
     if not _client_optimizer(ctx):
         return
     z = ctx.doc.get(("zero_optimization",))
@@ -92,6 +95,7 @@ def offload_client_optimizer(ctx: Context):
 
     Effect: cfg.optimizer_name is None and cfg.zero_force_ds_cpu_optimizer and cfg.zero_config.offload_optimizer.device == "cpu"
     """
+    from .. import deepspeed as D
     if not _client_optimizer(ctx) or not ctx.doc.get(("zero_force_ds_cpu_optimizer",), True):
         return
     st = D.zero_stage(ctx.doc, ctx.consumer)
@@ -172,64 +176,3 @@ def bfloat16_block_ignored(ctx: Context):
         yield ctx.report(("bfloat16",), f"the legacy 'bfloat16' block is ignored under {ctx.consumer}: it adds "
                          "a 'bf16' block (enabled only when launched with mixed precision bf16), which DeepSpeed "
                          "reads first", "rename the block to \"bf16\"")
-
-
-# config key the plugin writes -> the deepspeed_config key of the Accelerate YAML it comes from
-# (only the two cases whose effect the tests observe: offload_param below stage 3, NVMe optimizer
-# offload at stage 1-2)
-_YAML_KEY = {("zero_optimization", "offload_param"): "offload_param_device",
-             ("zero_optimization", "offload_optimizer", "device"): "offload_optimizer_device"}
-
-
-@rule(id="acc-ds-offload-ignored-by-stage", severity="warning", family="accelerate",
-      summary="inline offload device the chosen zero_stage does not use as written (offload_param below stage 3; "
-              "offload_optimizer at stage 0 is an error)",
-      source="deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig")
-def inline_offload_ignored(ctx: Context):
-    """Without ``deepspeed_config_file`` the plugin writes ``offload_param_device`` and
-    ``offload_optimizer_device`` into the ZeRO block it builds, whatever ``zero_stage`` is; DeepSpeed
-    reads offload_param only at stage 3, runs NVMe optimizer offload as CPU offload at stages 1-2, and
-    fails with optimizer offload at stage 0 (reported at error severity; see ds-offload-ignored)
-    (the check of ds-offload-ignored, run on the config the plugin builds:
-    consumer_model.accelerate_config).
-
-    Fails:
-    ```yaml
-    distributed_type: DEEPSPEED
-    num_processes: 2
-    deepspeed_config:
-      zero_stage: 2
-      offload_param_device: cpu
-    ```
-    Passes:
-    ```yaml
-    distributed_type: DEEPSPEED
-    num_processes: 2
-    deepspeed_config:
-      zero_stage: 3
-      offload_param_device: cpu
-    ```
-    """
-    from ..core import REGISTRY, Doc
-    from .accelerate_schema import Effective
-    e = Effective(ctx.doc)
-    block = ctx.doc.get(("deepspeed_config",))
-    if e.launcher != "deepspeed" or not isinstance(block, dict) or block.get("deepspeed_config_file") not in (None, "none"):
-        return
-    try:
-        cfg, _mp = M.accelerate_config({"deepspeed_config": block}, None)
-    except M.Refused:
-        return  # the plugin refuses: other acc-ds-* rules say why
-    from . import load_family
-    load_family("deepspeed")
-    sub = Context(doc=Doc(cfg, kind="json", name=ctx.doc.name), options=ctx.options, consumer="accelerate")
-    sub._rule = REGISTRY["ds-offload-ignored"]
-    for _ in sub._rule.func(sub) or ():
-        pass
-    for f in sub.findings:
-        key = _YAML_KEY.get(tuple(f.path))
-        if key and key in block:
-            yield ctx.report(("deepspeed_config", key), f"{key} {block[key]!r} goes into the ZeRO block the plugin "
-                             f"builds, and {f.message}", f.hint.replace("remove offload_param", f"remove {key}")
-                             .replace("remove offload_optimizer", f"remove {key}"),
-                             severity="error" if f.severity == "error" else None)

@@ -15,10 +15,12 @@ Keys that accelerate refuses next to ``deepspeed_config_file`` (``zero_stage``,
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from .. import deepspeed as D
 from ..core import Context, Doc, rule
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Optional
 
 PLUGIN = "accelerate/utils/dataclasses.py::DeepSpeedPlugin.__post_init__"
 
@@ -414,8 +416,8 @@ def batch_size_world(ctx: Context):
     if W is None:
         return
     from ..core import Options, REGISTRY
-    from . import load_family
-    load_family("deepspeed")
+    from . import load_rule
+    load_rule("ds-batch-size-invalid")
     sub = Context(doc=j, options=Options(world_size=W, cwd=ctx.options.cwd), consumer="accelerate")
     sub._rule = REGISTRY["ds-batch-size-invalid"]
     for _ in REGISTRY["ds-batch-size-invalid"].func(sub) or ():

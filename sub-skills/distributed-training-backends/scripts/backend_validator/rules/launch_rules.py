@@ -8,9 +8,10 @@ tests/launch runs them through the validator and through the real launchers' cod
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
-
 from ..core import Context, rule
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Iterator
 
 ACC = "accelerate/commands/launch.py::_validate_launch_command"
 

@@ -1,0 +1,48 @@
+"""Helpers shared by the deepspeed_* rule modules (no rules here).
+
+The DeepSpeed JSON rules (family ``deepspeed``, deepspeed 0.19.8) live in one module per topic:
+deepspeed_keys (keys and values of the strict blocks), deepspeed_consumers ("auto" and JSON syntax per
+consumer), deepspeed_batch (batch arithmetic, parallel sizes against the world), deepspeed_precision,
+deepspeed_zero (ZeRO stages and offload), deepspeed_comm (gradient communication), deepspeed_optim
+(optimizer and scheduler).
+
+Docstring convention of those rules (parsed by tests/validator_ds): a ``Fails:`` and a
+``Passes:`` fenced ```json block; an optional ``Oracle:`` line with
+``consumer=<name>`` and/or ``world_size=<n>`` applied to both examples; for
+warnings an optional ``Effect:`` line, a Python expression over ``cfg`` (the
+``DeepSpeedConfig`` the real consumer built from the failing example) that is
+true when the value was silently dropped or changed.
+"""
+from __future__ import annotations
+
+from .. import deepspeed as D
+from ..core import Context
+
+if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
+    from typing import Any, Optional
+
+
+SRC_CFG = "deepspeed/runtime/config.py"
+
+SRC_ZERO = "deepspeed/runtime/zero/config.py::DeepSpeedZeroConfig"
+
+SRC_ENGINE = "deepspeed/runtime/engine.py"
+
+
+def _stage(ctx: Context) -> Optional[int]:
+    return D.zero_stage(ctx.doc, ctx.consumer)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_KIND_NAMES = {"bool": "a boolean", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
+               "dict": "a mapping", "model": "a mapping", "enum": "one of"}
+
+_NUM_PARAMS = {"lr", "eps", "weight_decay", "warmup_min_lr", "warmup_max_lr", "cycle_min_lr", "cycle_max_lr",
+               "decay_lr_rate", "warmup_min_ratio", "cos_min_ratio", "lr_range_test_min_lr", "lr_range_test_step_rate",
+               "momentum", "cycle_min_mom", "cycle_max_mom", "decay_mom_rate"}
+
+_INT_PARAMS = {"total_num_steps", "cycle_first_step_size", "cycle_second_step_size", "decay_step_size",
+               "lr_range_test_step_size", "cycle_first_stair_count", "cycle_second_stair_count"}

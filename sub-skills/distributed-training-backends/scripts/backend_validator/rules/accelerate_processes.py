@@ -1,0 +1,508 @@
+"""Accelerate config rules: processes, GPUs, machines and ports - what launch requires, what the chosen
+launcher ignores, multi-node endpoints, mpirun (accelerate 1.15.0).
+"""
+from __future__ import annotations
+
+from ..core import rule
+from . import accelerate_schema as S
+from ._acc import LAUNCH, ULAUNCH, eff, fmt, report_unknown
+
+
+@rule(id="acc-num-processes-required", severity="error", family="accelerate",
+      summary="num_processes missing (or -1) for a distributed_type other than 'NO'",
+      source=LAUNCH)
+def num_processes_required(ctx):
+    """Only ``distributed_type: 'NO'`` gets ``num_processes`` filled in at load; otherwise the
+    dataclass default -1 survives and launch stops unless ``--num_processes`` is passed.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    mixed_precision: bf16
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    mixed_precision: bf16
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    if e.sagemaker or "distributed_type" not in d:
+        return ()
+    from ._acc import LAUNCH, ULAUNCH, suggest
+    if any(k not in S.CLUSTER_FIELDS and suggest(k, S.CLUSTER_FIELDS) == "num_processes" for k in d):
+        return ()  # a misspelled num_processes is reported as an unknown key with its did-you-mean
+    if "num_processes" not in d and d.get("distributed_type") != "NO":
+        ctx.report((), "num_processes is missing: accelerate launch stops with 'You need to manually pass in "
+                   "--num_processes' unless it is given on the command line",
+                   "add num_processes (total processes over all machines)")
+    elif d.get("num_processes") == -1 and not isinstance(d.get("num_processes"), bool):
+        ctx.report(("num_processes",), "num_processes: -1 makes accelerate launch stop unless "
+                   "--num_processes is passed", "set the total number of processes")
+    return ()
+
+
+@rule(id="acc-gpu-ids-not-string", severity="error", family="accelerate",
+      summary="gpu_ids is a YAML number/list instead of a string such as '0,1' or all",
+      source=LAUNCH)
+def gpu_ids_not_string(ctx):
+    """Launch calls ``gpu_ids.split(',')``; YAML reads ``gpu_ids: 0`` as an integer (and ``0,1``
+    as the string it should be), so a single id must be quoted.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    gpu_ids: 0
+    num_processes: 1
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    gpu_ids: '0'
+    num_processes: 1
+    ```
+    """
+    d = ctx.doc.data
+    v = d.get("gpu_ids")
+    if "gpu_ids" in d and v is not None and not isinstance(v, str):
+        ctx.report(("gpu_ids",), f"gpu_ids is {fmt(v)} ({type(v).__name__}), not a string: accelerate launch "
+                   "fails calling .split(',') on it", "quote it: gpu_ids: '0' (or '0,1', or all)")
+    return ()
+
+
+@rule(id="acc-gpu-ids-too-few", severity="error", family="accelerate",
+      summary="multi-GPU single-machine run with fewer than two gpu_ids", source=LAUNCH)
+def gpu_ids_too_few(ctx):
+    """With a MULTI_* distributed_type on one machine, ``gpu_ids`` must list at least two ids
+    (or be ``all``).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0'
+    num_processes: 2
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0,1'
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    v = ctx.doc.data.get("gpu_ids")
+    nm = e.num_machines
+    if e.is_multi and isinstance(v, str) and v != "all" and len(v.split(",")) < 2 \
+            and isinstance(nm, int) and nm <= 1:
+        ctx.report(("gpu_ids",), f"gpu_ids {fmt(v)} names fewer than two GPUs for {e.dt} on one machine; "
+                   "accelerate launch refuses it", "list at least two ids ('0,1') or use all; for one GPU use "
+                   "distributed_type: 'NO'")
+    return ()
+
+
+@rule(id="acc-multinode-missing-ip", severity="error", family="accelerate",
+      summary="multi-machine run of the simple launcher without main_process_ip",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def multinode_missing_ip(ctx):
+    """The simple launcher (distributed_type NO / MULTI_CPU) asserts that a multi-machine run
+    names the main process IP.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_port: 29500
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    ip = ctx.doc.data.get("main_process_ip")
+    if e.launcher == "simple" and e.multi_machine() and (ip is None or isinstance(ip, dict)):
+        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: the launcher asserts and stops",
+                   "add main_process_ip (the address of machine rank 0)")
+    return ()
+
+
+@rule(id="acc-multinode-missing-port", severity="error", family="accelerate",
+      summary="multi-machine run of the simple launcher without main_process_port",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def multinode_missing_port(ctx):
+    """The simple launcher asserts that a multi-machine run names the main process port.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_ip: 10.0.0.1
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_machines: 2
+    num_processes: 4
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    port = ctx.doc.data.get("main_process_port")
+    if e.launcher == "simple" and e.multi_machine() and (port is None or isinstance(port, dict)):
+        # (a mapping is merged like a config block, so the launch argument stays unset)
+        ctx.report(("num_machines",), "num_machines > 1 without main_process_port: the launcher asserts and stops",
+                   "add main_process_port (e.g. 29500)")
+    return ()
+
+
+@rule(id="acc-multinode-ip-unset", severity="warning", family="accelerate",
+      summary="multi-machine torchrun launch without main_process_ip (rendezvous at 'None:port')",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def multinode_ip_unset(ctx):
+    """torchrun-based launchers build ``rdzv_endpoint`` from ``main_process_ip`` without
+    checking it, so the machines try to meet at the host name ``None``.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 0
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 0
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    std_ds = e.launcher == "deepspeed" and e.get("deepspeed_multinode_launcher") == "standard"
+    if (e.launcher == "torchrun" or std_ds) and e.multi_machine() and ctx.doc.data.get("main_process_ip") is None:
+        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: torchrun gets the rendezvous "
+                   "endpoint 'None:<port>' and the nodes never meet", "add main_process_ip (machine rank 0)")
+    return ()
+
+
+@rule(id="acc-use-cpu-ignored", severity="warning", family="accelerate",
+      summary="use_cpu: true with a launcher that does not honour it (only --cpu does)",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def use_cpu_ignored(ctx):
+    """``use_cpu`` is exported (``ACCELERATE_USE_CPU``) by the simple launcher only; under
+    MULTI_GPU, FSDP, DeepSpeed or Megatron-LM the run still targets the accelerators.
+
+    Fails:
+    ```yaml
+    distributed_type: FSDP
+    num_processes: 2
+    use_cpu: true
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 1
+    use_cpu: true
+    ```
+    """
+    e = eff(ctx)
+    if S.truth(ctx.doc.data.get("use_cpu")) and e.launcher in ("torchrun", "deepspeed", "tpu"):
+        ctx.report(("use_cpu",), f"use_cpu is ignored with distributed_type {fmt(e.dt)} (only the simple "
+                   "launcher exports it)", "use distributed_type MULTI_CPU or 'NO', or pass --cpu")
+    return ()
+
+
+@rule(id="acc-multi-cpu-single-process", severity="warning", family="accelerate",
+      summary="MULTI_CPU without mpirun_config starts a single process",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def multi_cpu_single(ctx):
+    """MULTI_CPU uses the simple launcher, which only fans out through ``mpirun`` when
+    ``mpirun_config.mpirun_hostfile`` is set; otherwise one process runs.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    """
+    e = eff(ctx)
+    n = e.world_size()
+    if e.dt == "MULTI_CPU" and not e.sagemaker and n is not None and n > 1 and not e.get("mpirun_hostfile") \
+            and not e.multi_machine():
+        ctx.report(("distributed_type",), f"MULTI_CPU with num_processes {n} but no mpirun_config.mpirun_hostfile: "
+                   "accelerate launch starts one process", "add mpirun_config: {mpirun_hostfile: ...} "
+                   "(needs mpirun on PATH)")
+    return ()
+
+
+@rule(id="acc-mpirun-unknown-key", severity="warning", family="accelerate",
+      summary="unknown key in mpirun_config (silently ignored)", source=LAUNCH)
+def mpirun_unknown(ctx):
+    """``mpirun_config`` keys are copied verbatim; only ``mpirun_hostfile`` is read.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    mpirun_config:
+      hostfile: /etc/hostfile
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 4
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    """
+    b = ctx.doc.data.get("mpirun_config")
+    if isinstance(b, dict):
+        report_unknown(ctx, "mpirun_config", [k for k in b if k not in S.MPIRUN_KEYS], S.MPIRUN_KEYS,
+                       "ignored by accelerate launch", strip=("mpirun_",))
+    return ()
+
+
+def _port_checked(e, d):
+    """prepare_multi_gpu_env / prepare_deepspeed_cmd_env probe the port on one machine or on rank 0."""
+    mr = d.get("machine_rank", 0)
+    return not e.multi_machine() or (int(mr) if isinstance(mr, (bool, int)) else S.as_int(mr)) == 0
+
+
+def _gpu_launcher(e):
+    return e.launcher in ("torchrun", "deepspeed")
+
+
+@rule(id="acc-gpu-ids-fewer-than-processes", severity="warning", family="accelerate",
+      summary="gpu_ids lists fewer GPUs than processes per machine", source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def gpu_ids_fewer(ctx):
+    """``gpu_ids`` becomes ``CUDA_VISIBLE_DEVICES`` while ``num_processes / num_machines`` processes are
+    started per machine; the surplus ranks have no GPU of their own (invalid device ordinal at run time).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0,1'
+    num_processes: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    gpu_ids: '0,1,2,3'
+    num_processes: 4
+    ```
+    """
+    e = eff(ctx)
+    ids = ctx.doc.data.get("gpu_ids")
+    n = e.world_size()
+    nm = e.num_machines if isinstance(e.num_machines, int) and not isinstance(e.num_machines, bool) else None
+    if not _gpu_launcher(e) or not isinstance(ids, str) or ids == "all" or n is None or not nm or nm < 1:
+        return ()
+    per_node = n // nm
+    count = len([x for x in ids.split(",") if x.strip() != ""])
+    if 0 < count < per_node:
+        ctx.report(("gpu_ids",), f"gpu_ids names {count} GPU(s) but {per_node} processes start on each machine",
+                   f"list {per_node} GPU ids, or lower num_processes")
+    return ()
+
+
+@rule(id="acc-num-processes-not-divisible", severity="warning", family="accelerate",
+      summary="num_processes is not a multiple of num_machines (the remainder is dropped)",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def not_divisible(ctx):
+    """Multi-machine launches start ``num_processes // num_machines`` processes per machine, so a
+    remainder is silently lost (num_processes is the total over all machines).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 9
+    machine_rank: 0
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 8
+    machine_rank: 0
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    n = e.world_size()
+    if not _gpu_launcher(e) or n is None or not e.multi_machine():
+        return ()
+    nm = e.num_machines
+    if n % nm and n // nm > 0:  # 0 per machine is an error (acc-no-worker-processes)
+        ctx.report(("num_processes",), f"num_processes {n} is not a multiple of num_machines {nm}: "
+                   f"{n // nm} per machine start, {(n // nm) * nm} in total",
+                   "num_processes is the total over all machines: use a multiple of num_machines")
+    return ()
+
+
+def _torchrun_path(e):
+    """True when accelerate hands the run to torch.distributed.run (torchrun launcher, or DeepSpeed on
+    one machine / with the 'standard' multi-node launcher)."""
+    if e.launcher == "torchrun":
+        return True
+    return e.launcher == "deepspeed" and (not e.multi_machine()
+                                          or e.get("deepspeed_multinode_launcher", "pdsh") == "standard")
+
+
+@rule(id="acc-no-worker-processes", severity="error", family="accelerate",
+      summary="torchrun would start no worker per machine (num_processes 0 or negative, or fewer than num_machines)",
+      source="torch/distributed/launcher/api.py::launch_agent")
+def no_workers(ctx):
+    """torchrun gets ``--nproc_per_node num_processes // num_machines``; torch's ``WorkerSpec``
+    refuses a local world size of 0 or less before anything starts. ``num_processes`` is the
+    total over all machines, so 1 process on 2 machines is 0 per machine.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 0
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker or not _torchrun_path(e):
+        return ()
+    n = e.world_size()
+    if n is None and isinstance(e.num_processes, bool) and e.multi_machine():
+        n = int(e.num_processes)  # true // num_machines is still integer division
+    if n is None or n == -1:
+        return ()  # not an integer (acc-int-value) or -1 (acc-num-processes-required)
+    nm = e.num_machines if e.multi_machine() else 1
+    per = n // int(nm) if isinstance(nm, (int, float)) else n
+    if per <= 0:
+        where = f" over {int(nm)} machines" if nm != 1 else ""
+        ctx.report(("num_processes",), f"num_processes {n}{where} gives torchrun --nproc_per_node {per}: "
+                   "torch refuses to start with no worker per machine",
+                   "num_processes is the total over all machines: use at least one per machine "
+                   f"(e.g. {max(1, int(nm)) * 8} for 8 GPUs on each of {max(1, int(nm))} machines)")
+    return ()
+
+
+@rule(id="acc-machine-rank-out-of-range", severity="warning", family="accelerate",
+      summary="machine_rank is not in 0 .. num_machines-1 (the rendezvous can never complete)",
+      source=f"{ULAUNCH}::prepare_multi_gpu_env")
+def machine_rank_range(ctx):
+    """``machine_rank`` is passed on as torchrun's ``--node_rank`` (``MACHINE_RANK`` for the simple
+    launcher) without a range check; ranks are 0-based, so the last of N machines is N-1. A rank
+    outside the range waits for peers that never come (or collides with another machine).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 2
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    machine_rank: 1
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    r = d.get("machine_rank")
+    if e.sagemaker or not e.multi_machine() or isinstance(r, bool) or not isinstance(r, int):
+        return ()
+    nm = e.num_machines
+    if r < 0 or r >= nm:
+        ctx.report(("machine_rank",), f"machine_rank {r} is outside 0..{int(nm) - 1} for num_machines {fmt(nm)} "
+                   "(ranks are 0-based): this machine never joins a complete rendezvous",
+                   "use 0 on the main machine and " + ("1 on the other" if int(nm) == 2 else
+                                                       f"1..{int(nm) - 1} on the others") + " (one config per machine)")
+    return ()
+
+
+@rule(id="acc-num-processes-ignored", severity="warning", family="accelerate",
+      summary="distributed_type 'NO' with num_processes > 1: the simple launcher starts one process",
+      source="accelerate/commands/launch.py::launch_command")
+def num_processes_ignored(ctx):
+    """With ``distributed_type: 'NO'`` (or an unquoted NO read as false) ``launch_command`` picks the
+    simple launcher, which runs ``python script.py`` once; ``num_processes`` is never used.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 4
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 4
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    n = d.get("num_processes")
+    if e.sagemaker or e.launcher != "simple" or d.get("distributed_type") == "MULTI_CPU" or e.multi_machine():
+        return ()
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        ctx.report(("num_processes",), f"num_processes {n} is ignored with distributed_type {fmt(e.dt)}: "
+                   "accelerate launch starts a single process",
+                   "use distributed_type: MULTI_GPU (or FSDP / DEEPSPEED) for several processes, "
+                   "or set num_processes: 1")
+    return ()
+
+
+@rule(id="acc-port-out-of-range", severity="error", family="accelerate",
+      summary="main_process_port is outside 0-65535", source="accelerate/utils/other.py::is_port_in_use")
+def port_range(ctx):
+    """The torchrun and DeepSpeed launchers probe the port with a socket before starting; a port
+    outside 0-65535 fails there (0 picks a free port).
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    main_process_port: 295000
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_processes: 2
+    main_process_port: 29500
+    ```
+    """
+    e = eff(ctx)
+    v = ctx.doc.data.get("main_process_port")
+    if _gpu_launcher(e) and isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 65535 \
+            and _port_checked(e, ctx.doc.data):
+        ctx.report(("main_process_port",), f"main_process_port {v} is not a TCP port (0-65535)",
+                   "use a free port such as 29500, or 0 to pick one automatically")
+    return ()
