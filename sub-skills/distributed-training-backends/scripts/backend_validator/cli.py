@@ -395,6 +395,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
     p.add_argument("--explain", action="store_true",
                    help="with --launch-command: print each effective value and where it came from")
+    # --- job specs (backend_validator/jobspec/) ---
+    p.add_argument("--job-spec", nargs="+", default=None, metavar="FILE",
+                   help="SLURM batch script(s) or Kubeflow PyTorchJob/TrainJob manifest(s): check what every node "
+                        "and task launches")
+    from .jobspec.cli_jobspec import EPILOG as _JOBSPEC_EPILOG
+    p.epilog = (p.epilog or "") + "\n" + _JOBSPEC_EPILOG
+    # --- end job specs ---
     from .launch.cli_launch import EPILOG as _LAUNCH_EPILOG
     p.epilog = (p.epilog or "") + "\n" + _LAUNCH_EPILOG
     return p
@@ -429,6 +436,9 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
     if args.list_rules:
         list_rules(args.output, out)
         return EXIT_OK
+    if args.job_spec:  # job specs (backend_validator/jobspec/)
+        from .jobspec.cli_jobspec import run as run_jobspec
+        return run_jobspec(args, out, err)
     if args.launch_command or args.node_set is not None:  # launch commands and node sets
         from .launch.cli_launch import run as run_launch
         return run_launch(args, out, err)

@@ -34,6 +34,7 @@ FAMILY_TITLES = [
     ("deepspeed", "DeepSpeed JSON rules (family deepspeed)"),
     ("cross", "Accelerate + DeepSpeed cross-file rules (family cross)"),
     ("launch", "Launch command and node-set rules (family launch)"),
+    ("jobspec", "Job spec rules: SLURM batch scripts and Kubeflow manifests (family jobspec)"),
 ]
 
 PROOF = [
