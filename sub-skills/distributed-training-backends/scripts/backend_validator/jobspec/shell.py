@@ -30,7 +30,7 @@ UNKNOWN_RE = re.compile("\x00([^\x00\x01]*)\x01")
 
 
 def unknown(name: str) -> str:
-    return f"\x00{name}\x01"
+    return "\x00" + re.sub(r"\s+", "_", name.strip()) + "\x01"  # no blank inside: word splitting keeps it whole
 
 
 def has_unknown(text: str) -> bool:
@@ -437,7 +437,7 @@ def _arith(sh: Shell, expr: str, ref: int) -> str:
     if bad or not _ARITH_OK.match(e) or "**" in e or len(e) > 200:
         return unknown("$((" + expr + "))")
     try:
-        val = eval(compile(e.replace("/", "//"), "<arith>", "eval"), {"__builtins__": {}}, {})  # digits/operators
+        val = eval(compile(e.strip().replace("/", "//"), "<arith>", "eval"), {"__builtins__": {}}, {})  # digits/operators
         return str(int(val))
     except Exception:  # noqa: BLE001 - anything we cannot compute is unknown
         return unknown("$((" + expr + "))")
