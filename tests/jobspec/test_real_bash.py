@@ -170,4 +170,5 @@ def test_expansion_matches_bash(name, tmp_path):
                 real_argv = [mine[0]] + real_argv[1:]
             assert real_argv == mine, (name, key)
             compared += 1
-    assert compared >= 1 or not any(s.launches for s in spec.steps), name
+    # a launch with a value only the submitting environment knows is not compared
+    assert compared >= 1 or all(any(has_unknown(w.text) for w in la.words) for s in spec.steps for la in s.launches), name
