@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Benchmark `validate_backend_config.py --job-spec` (prints figures; not a test).
+
+    python benchmarks/bench_jobspec.py [--runs 10]
+
+Each figure is a fresh process, interpreter start included, median (and minimum) of --runs, first
+with Python's bytecode cache in a temporary PYTHONPYCACHEPREFIX (never in the repository), then with
+no bytecode cache at all (PYTHONDONTWRITEBYTECODE=1: every module compiled on every run). Target for
+one job spec: <= 0.15 s. Cases: a two-node SLURM script with torchrun (two simulated nodes, each launch
+checked), a SLURM script with accelerate launch and its config file, a task-per-GPU script with no
+launcher, a PyTorchJob manifest (PyYAML), and the same SLURM script with --output json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "validate_backend_config.py"
+
+TORCHRUN = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:8
+#SBATCH --cpus-per-task=32
+module load cuda
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_PORT=29500
+srun bash -c 'torchrun --nnodes $SLURM_NNODES --nproc-per-node 8 --node-rank $SLURM_NODEID \\
+  --master-addr $MASTER_ADDR --master-port $MASTER_PORT train.py --lr 1e-4'
+"""
+ACCEL = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:8
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun bash -c 'accelerate launch --config_file cfg.yaml --num_machines $SLURM_NNODES --num_processes 16 \\
+  --machine_rank $SLURM_NODEID --main_process_ip $MASTER_ADDR --main_process_port 29500 train.py'
+"""
+CFG = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_processes: 16\n"
+PER_GPU = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-task=1
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_PORT=29500
+srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS python train.py'
+"""
+PTJ = """apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  nprocPerNode: "8"
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          volumes: [{name: dshm, emptyDir: {medium: Memory}}]
+          containers:
+          - name: pytorch
+            image: trainer:latest
+            command: ["torchrun", "train.py"]
+            resources: {limits: {nvidia.com/gpu: 8}}
+            volumeMounts: [{name: dshm, mountPath: /dev/shm}]
+    Worker:
+      replicas: 3
+      template:
+        spec:
+          volumes: [{name: dshm, emptyDir: {medium: Memory}}]
+          containers:
+          - name: pytorch
+            image: trainer:latest
+            command: ["torchrun", "train.py"]
+            resources: {limits: {nvidia.com/gpu: 8}}
+            volumeMounts: [{name: dshm, mountPath: /dev/shm}]
+"""
+
+
+def timed(cmd, runs, cwd, env):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=10)
+    a = ap.parse_args()
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as cache:
+        for name, text in (("torchrun.sbatch", TORCHRUN), ("accel.sbatch", ACCEL), ("cfg.yaml", CFG),
+                           ("pergpu.sbatch", PER_GPU), ("ptj.yaml", PTJ)):
+            Path(d, name).write_text(text)
+        env = dict(os.environ, PYTHONPYCACHEPREFIX=cache)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        v = [py, str(SCRIPT), "--job-spec"]
+        cases = [("bare interpreter (python -c pass)", [py, "-c", "pass"]),
+                 ("SLURM + torchrun, 2 nodes", v + ["torchrun.sbatch"]),
+                 ("SLURM + accelerate launch + config", v + ["accel.sbatch"]),
+                 ("SLURM task per GPU, no launcher", v + ["pergpu.sbatch"]),
+                 ("PyTorchJob, Master + 3 Workers", v + ["ptj.yaml"]),
+                 ("SLURM + torchrun --output json", v + ["torchrun.sbatch", "--output", "json"])]
+        for name, _ in cases[1:]:
+            pass
+        subprocess.run(cases[1][1], capture_output=True, cwd=d, env=env)  # warm the cache
+        for label, e in (("bytecode cache", env),
+                         ("no bytecode cache (PYTHONDONTWRITEBYTECODE=1)",
+                          {k: x for k, x in dict(env, PYTHONDONTWRITEBYTECODE="1").items()
+                           if k != "PYTHONPYCACHEPREFIX"})):
+            print(f"validate_backend_config.py --job-spec, {label}, {a.runs} runs each (fresh process, median / min):")
+            worst = 0.0
+            for name, cmd in cases:
+                med, mn = timed(cmd, a.runs, d, e)
+                if "interpreter" not in name:
+                    worst = max(worst, med)
+                print(f"  {name:<40} {med * 1000:7.1f} ms  / {mn * 1000:7.1f} ms")
+            print(f"worst median {worst * 1000:.1f} ms; target <= 150 ms: {'met' if worst <= 0.15 else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
