@@ -17,7 +17,11 @@ from ..core import Context, Doc, Finding, InputError, Options
 from . import shell as sh
 from .model import JobSpec, Step, TaskLaunch
 
-UNKNOWN_INT = "987654"  # stands for a value set at run time that the checker cannot know
+UNKNOWN_INT = "987654"
+# launch rules whose verdict depends on the config file accelerate reads
+DEFAULT_CONFIG_RULES = ("launch-flag-ignored", "launch-paradigm-flag-overrides-file", "launch-num-processes-missing",
+                        "launch-machine-rank-default", "launch-gpu-ids-too-few", "launch-multinode-endpoint-missing",
+                        "launch-flag-loses-to-deepspeed-json", "launch-machine-rank-missing")  # stands for a value set at run time that the checker cannot know
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0", "::1", "")
 
 
@@ -35,6 +39,7 @@ class JobResult:
     findings: List[Finding] = field(default_factory=list)
     input_errors: List[Dict[str, str]] = field(default_factory=list)
     steps: List[Dict[str, Any]] = field(default_factory=list)
+    notes: List[Tuple[str, str, int]] = field(default_factory=list)
 
 
 def detect(text: str) -> str:
@@ -157,12 +162,14 @@ def _view(la: TaskLaunch, r: Any) -> View:
                 v.nproc = npr // max(1, v.nnodes[0])
         elif npr is None and e.get("launcher"):
             v.nproc = None
+        v.static = str(e.get("rdzv_backend") or "static") == "static"
         mr = e.get("machine_rank")
         v.node_rank = str(mr) if _known(mr) else None
         ip = e.get("main_process_ip")
         v.host = str(ip) if _known(ip) else None
-        if ip is None:
-            v.host = "" if v.nnodes and v.nnodes[0] > 1 else None
+        if ip is None:  # without a config file the cluster user's default config may name it
+            v.host = "" if v.nnodes and v.nnodes[0] > 1 and _flag_words(la, ("--config_file", "--config-file")) \
+                else None
         v.host_from = "main_process_ip"
         hw = _flag_words(la, HOST_FLAGS["accelerate"])
         v.host_word = hw[1] if hw else None
@@ -215,8 +222,16 @@ def _run_launch_checks(spec: JobSpec, la: TaskLaunch, cwd: str, options: Options
         return None
     except RecursionError:
         return None
+    no_cfg = la.launcher == "accelerate" and not _flag_words(la, ("--config_file", "--config-file"))
+    if no_cfg and r.findings and ("acc-default-config", la.words[0].first_pos()) not in seen:
+        seen.add(("acc-default-config", la.words[0].first_pos()))
+        res.notes.append(("jobspec-not-checked", "accelerate launch without --config_file reads the default config "
+                          "of the user on the cluster, which is not visible here: only the flags are checked",
+                          la.words[0].first_pos()))
     for f in r.findings:
         msg = f.message
+        if no_cfg and (f.rule.split("-")[0] in ("acc", "xf", "ds", "yaml", "input") or f.rule in DEFAULT_CONFIG_RULES):
+            continue
         if UNKNOWN_INT in msg or "UNKNOWN" in msg:
             continue  # about a value known only at run time
         if f.rule in ("launch-config-file-missing", "launch-ds-hostfile-missing"):
@@ -361,8 +376,7 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
     if step.kind == "pod" and launcher == "torchrun":
         for dest, pet in (("nnodes", "PET_NNODES"), ("nproc_per_node", "PET_NPROC_PER_NODE"),
                           ("node_rank", "PET_NODE_RANK"), ("master_addr", "PET_MASTER_ADDR"),
-                          ("master_port", "PET_MASTER_PORT"), ("rdzv_endpoint", "PET_RDZV_ENDPOINT"),
-                          ("rdzv_backend", "PET_RDZV_BACKEND")):
+                          ("master_port", "PET_MASTER_PORT"), ("rdzv_endpoint", "PET_RDZV_ENDPOINT")):
             w = v0.flags.get(dest)
             if w is None or pet not in step.operator_env:
                 continue
@@ -384,8 +398,8 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
                              _pos(spec, fw[0] if fw else None, lw)))
     # (i) /dev/shm in a multi-GPU pod
     if step.kind == "pod" and step.shm_memory is False:
-        n = step.gpus_per_node or (per_task if isinstance(per_task, int) else 0)
-        if n and n > 1:
+        n = step.gpus_per_node or 0
+        if n > 1:
             out.append(Issue("jobspec-shm-default", f"{n} GPU processes per pod without a memory-backed /dev/shm: "
                              "the container runtime's default is 64 MB, which NCCL's shared-memory transport and "
                              "DataLoader workers exceed", "mount an emptyDir with medium: Memory at /dev/shm",
@@ -443,6 +457,7 @@ def check_job_spec(path: str, name: str, text: Optional[str] = None, cwd: Option
                                         "argv": [sh.show(w.text) for w in v.la.words],
                                         "node_rank": v.node_rank, "rendezvous_host": v.host,
                                         "processes": v.nproc} for v in views]})
+    issues.extend(Issue(rid, msg, "", off) for rid, msg, off in res.notes)
     if not launched:
         issues.append(Issue("jobspec-not-checked", "no launch command found (torchrun, python -m torch.distributed.run, "
                             "accelerate launch, deepspeed, or python SCRIPT under srun)", "", 0))

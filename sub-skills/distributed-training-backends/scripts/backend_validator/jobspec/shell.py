@@ -30,7 +30,8 @@ UNKNOWN_RE = re.compile("\x00([^\x00\x01]*)\x01")
 
 
 def unknown(name: str) -> str:
-    return "\x00" + re.sub(r"\s+", "_", name.strip()) + "\x01"  # no blank inside: word splitting keeps it whole
+    # only inert characters inside: word splitting keeps it whole, a shell re-reading it expands nothing
+    return "\x00" + re.sub(r"[^A-Za-z0-9_.:/=+,-]+", "_", name.strip()).strip("_")[:80] + "\x01"
 
 
 def has_unknown(text: str) -> bool:

@@ -253,6 +253,18 @@ class _Run:
         self.early: List[Tuple[str, int]] = []
         self.not_exported: Dict[str, int] = {}
         self.unsupported_seen = set()
+        self.cond = 0  # depth of if/while/for/case in the batch script: assignments there are uncertain
+
+    def _unknown_counts(self, env: Dict[str, str]) -> Dict[str, str]:
+        """Without --nodes in the script the node count comes from the sbatch command line: unknown."""
+        if self.real_nodes is not None:
+            return env
+        env = dict(env)
+        for k in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "SLURM_NTASKS", "SLURM_NPROCS",
+                  "SLURM_STEP_NUM_TASKS", "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"):
+            if k in env:
+                env[k] = sh.unknown(k)
+        return env
 
     # allocation-wide numbers
     def numbers(self, o: Dict[str, Tuple[str, int]]):
@@ -303,7 +315,7 @@ class _Run:
         env = slurm_env(nodes, 0, 0, 0, ntasks, tpn if "--ntasks-per-node" in self.alloc.opts else None, gpn, gpt,
                         self.alloc.get("--cpus-per-task")[0], self.submit_dir, batch=True)
         s = Shell(name="batch")
-        for k, v in env.items():
+        for k, v in self._unknown_counts(env).items():
             s.set(k, PStr(v, [-1] * len(v)), export=True)
 
         def on_var(name: str, ref: int) -> None:
@@ -347,7 +359,14 @@ class _Run:
         KEYWORDS = ("if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!", "time", "in",
                     "esac", "function")
         while words and words[0].literal() in KEYWORDS:
+            kw = words[0].literal()
+            if kw in ("if", "while", "until"):
+                self.cond += 1
+            elif kw in ("fi", "done", "esac") and self.cond > 0:
+                self.cond -= 1
             words = words[1:]
+        if words and words[0].literal() in ("for", "case", "select"):
+            self.cond += 1
         if not words:
             return
         head = words[0].literal()
@@ -363,6 +382,9 @@ class _Run:
             i += 1
         if i == len(words):
             for k, v in prefix.items():
+                old = shl.vars.get(k)
+                if self.cond > 0 and task is None and (old is None or old.text != v.text):
+                    v = PStr.at(sh.unknown(k), v.first_pos())  # set only on some paths
                 shl.set(k, v)
             return
         words = words[i:]
@@ -508,6 +530,8 @@ class _Run:
                 t = Shell(name=f"node{node}.{local}")
                 for k2, v in exported.items():
                     t.set(k2, v, export=True)
+                if nodes is None:
+                    env = self._unknown_counts(env)
                 for k2, v in env.items():
                     t.set(k2, PStr(v, [-1] * len(v)), export=True)
                 t.subst = _subst_fn(node, real)
