@@ -40,6 +40,14 @@ export WORLD=$(( SLURM_NNODES * NPROC ))
 export HEAD=`hostname`
 srun -l --kill-on-bad-exit=1 bash -c 'echo start; torchrun --nnodes=$SLURM_NNODES --nproc-per-node='"$NPROC"' --rdzv-backend=c10d --rdzv-endpoint=$HEAD:29500 --rdzv-id=$SLURM_JOB_ID train.py --world $WORLD'
 """,
+    "subshell-in-substitution": """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:2
+srun bash -c "torchrun --nnodes=$SLURM_NNODES --nproc_per_node=2 --rdzv_backend=c10d \
+  --rdzv_endpoint=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):29500 \
+  --rdzv_conf=is_host=\$(((SLURM_NODEID)) && echo 0 || echo 1) --max-restarts=$(( 2 + 1 )) train.py"
+""",
     "task-per-gpu": """#!/bin/bash
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=2

@@ -464,10 +464,10 @@ def expand_text(sh: Shell, raw: str, offs: List[int], dq: bool) -> PStr:
             i += 2
             continue
         if c == "$" and raw.startswith("$((", i):
-            j = raw.find("))", i)
+            j = _arith_end(raw, i)
             if j > 0:
-                put(PStr.at(_arith(sh, raw[i + 3:j], o(i)), o(i)))
-                i = j + 2
+                put(PStr.at(_arith(sh, raw[i + 3:j - 2], o(i)), o(i)))
+                i = j
                 continue
         if c == "$" and raw.startswith("$(", i):
             try:
@@ -509,6 +509,16 @@ def expand_text(sh: Shell, raw: str, offs: List[int], dq: bool) -> PStr:
     return PStr("".join(out_t), out_p)
 
 
+def _arith_end(raw: str, i: int) -> int:
+    """End (exclusive) of ``$((...))`` at i when it is arithmetic; -1 when it is a command substitution
+    that starts with a subshell, like ``$(((X)) && echo 1 || echo 0)`` (bash decides the same way)."""
+    try:
+        j = _skip_subst(raw, i + 2, ")")
+    except ShellError:
+        return -1
+    return j if raw[j - 2:j] == "))" and j - 2 >= i + 3 else -1
+
+
 def _command_subst(sh: Shell, body: str, ref: int) -> PStr:
     val = sh.subst(body, sh) if sh.subst is not None else None
     if val is None:
@@ -519,9 +529,8 @@ def _command_subst(sh: Shell, body: str, ref: int) -> PStr:
 def _end_of_expansion(text: str, i: int) -> int:
     n = len(text)
     try:
-        if text.startswith("$((", i):
-            j = text.find("))", i)
-            return j + 2 if j > 0 else n
+        if text.startswith("$((", i) and _arith_end(text, i) > 0:
+            return _arith_end(text, i)
         if text.startswith("$(", i):
             return _skip_subst(text, i + 2, ")")
         if text[i] == "`":

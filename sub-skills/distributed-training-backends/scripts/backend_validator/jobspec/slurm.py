@@ -200,6 +200,10 @@ def _subst_fn(node: int, n_nodes: int, events: Optional[List[Tuple[str, int]]] =
             if sh.has_unknown(arg) or not arg.startswith("node"):
                 return None
             return host(0) if m.group(2) else "\n".join(host(i) for i in range(n_nodes))
+        m = re.fullmatch(r"\(\((.+)\)\) && echo (\S+) \|\| echo (\S+)", b)  # ((X)) && echo A || echo B
+        if m:
+            v = sh._arith(shl, m.group(1), -1)
+            return None if sh.has_unknown(v) else (m.group(2) if int(v) else m.group(3)).strip("\"'")
         m = re.fullmatch(r"echo (\S+)", b)
         if m and "`" not in b and "$(" not in b:
             return sh.expand_text(shl, m.group(1).strip('"'), [-1] * len(m.group(1).strip('"')), dq=True).text
