@@ -46,7 +46,7 @@ srun -l --kill-on-bad-exit=1 bash -c 'echo start; torchrun --nnodes=$SLURM_NNODE
 #SBATCH --gres=gpu:2
 srun bash -c "torchrun --nnodes=$SLURM_NNODES --nproc_per_node=2 --rdzv_backend=c10d \
   --rdzv_endpoint=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):29500 \
-  --rdzv_conf=is_host=\$(((SLURM_NODEID)) && echo 0 || echo 1) --max-restarts=$(( 2 + 1 )) train.py"
+  --rdzv_conf=is_host=\\$(((SLURM_NODEID)) && echo 0 || echo 1) --max-restarts=$(( 2 + 1 )) train.py"
 """,
     "task-per-gpu": """#!/bin/bash
 #SBATCH --nodes=2
