@@ -84,12 +84,18 @@ spec:
 
 
 def timed(cmd, runs, cwd, env):
-    times = []
+    """(median wall, min wall, median CPU) of a fresh process; CPU = user + system time of the child,
+    the figure that holds on a shared, loaded machine where wall time mostly measures waiting."""
+    import resource
+    times, cpu = [], []
     for _ in range(runs):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+    return statistics.median(times), min(times), statistics.median(cpu)
 
 
 def main() -> int:
@@ -110,21 +116,21 @@ def main() -> int:
                  ("SLURM task per GPU, no launcher", v + ["pergpu.sbatch"]),
                  ("PyTorchJob, Master + 3 Workers", v + ["ptj.yaml"]),
                  ("SLURM + torchrun --output json", v + ["torchrun.sbatch", "--output", "json"])]
-        for name, _ in cases[1:]:
-            pass
         subprocess.run(cases[1][1], capture_output=True, cwd=d, env=env)  # warm the cache
         for label, e in (("bytecode cache", env),
                          ("no bytecode cache (PYTHONDONTWRITEBYTECODE=1)",
                           {k: x for k, x in dict(env, PYTHONDONTWRITEBYTECODE="1").items()
                            if k != "PYTHONPYCACHEPREFIX"})):
-            print(f"validate_backend_config.py --job-spec, {label}, {a.runs} runs each (fresh process, median / min):")
-            worst = 0.0
+            print(f"validate_backend_config.py --job-spec, {label}, {a.runs} runs each (fresh process; wall median / "
+                  "wall min / CPU median):")
+            worst = worst_cpu = 0.0
             for name, cmd in cases:
-                med, mn = timed(cmd, a.runs, d, e)
+                med, mn, cpu = timed(cmd, a.runs, d, e)
                 if "interpreter" not in name:
-                    worst = max(worst, med)
-                print(f"  {name:<40} {med * 1000:7.1f} ms  / {mn * 1000:7.1f} ms")
-            print(f"worst median {worst * 1000:.1f} ms; target <= 150 ms: {'met' if worst <= 0.15 else 'MISSED'}")
+                    worst, worst_cpu = max(worst, med), max(worst_cpu, cpu)
+                print(f"  {name:<40} {med * 1000:7.1f} ms / {mn * 1000:7.1f} ms / {cpu * 1000:7.1f} ms")
+            print(f"worst wall median {worst * 1000:.1f} ms, worst CPU median {worst_cpu * 1000:.1f} ms; target <= 150 ms: "
+                  f"{'met' if worst <= 0.15 else 'MISSED'} (wall), {'met' if worst_cpu <= 0.15 else 'MISSED'} (CPU)")
     return 0
 
 

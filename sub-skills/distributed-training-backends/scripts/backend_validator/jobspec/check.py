@@ -210,10 +210,10 @@ def _view(la: TaskLaunch, r: Any) -> View:
 
 def _run_launch_checks(spec: JobSpec, la: TaskLaunch, cwd: str, options: Options, res: JobResult,
                        seen: set) -> Any:
-    from ..launch.argv import CommandError
-    from ..launch.check import COMMAND_NAME, check_command
     if la.launcher == "python":
         return None
+    from ..launch.argv import CommandError
+    from ..launch.check import COMMAND_NAME, check_command
     text, cols = command_text(la)
     env = {k: _word_text(v) for k, v in la.env.items()}
     try:
