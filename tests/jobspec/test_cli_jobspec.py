@@ -62,6 +62,9 @@ def test_clean_script_exit_0(tmp_path):
     (b"apiVersion: v1\nkind: Pod\n", "PyTorchJob"),
     (b"\xff\xfe bad utf8", "UTF-8"),
     (b"#" * (6 * 1024 * 1024), "limit"),
+    (b"kind: PyTorchJob\napiVersion: kubeflow.org/v1\na: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n", "aliases"),
 ])
 def test_hostile_input_one_line_exit_2(tmp_path, content, needle):
     p = tmp_path / "spec"
@@ -77,6 +80,14 @@ def test_missing_file_and_combination(tmp_path):
     assert rc == 2 and "no such file" in err
     rc, _, err = run(["--job-spec", str(tmp_path / "nope.sh"), "--launch-command", "torchrun x.py"])
     assert rc == 2 and "cannot be combined" in err
+
+
+def test_many_commands_are_bounded(tmp_path):
+    p = tmp_path / "many.sh"
+    p.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:2\n" + "srun bash -c 'torchrun --nnodes 2 "
+                 "--nproc-per-node 2 --node-rank $SLURM_NODEID --master-addr node0 train.py'\n" * 2000)
+    rc, out, err = run(["--job-spec", str(p)])
+    assert rc == 0 and "more than 32" in out, out + err
 
 
 def test_deep_nesting_and_long_lines_do_not_crash(tmp_path):

@@ -55,27 +55,34 @@ def load_docs(text: str) -> List[Tuple[Any, Dict[Tuple, int]]]:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         raise ManifestError(f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    budget = [MAX_NODES]
     for root in nodes:
         pos: Dict[Tuple, int] = {}
-        out.append((_plain(root, (), pos, 0), pos))
+        out.append((_plain(root, (), pos, 0, budget), pos))
     return out
 
 
-def _plain(node: Any, path: Tuple, pos: Dict[Tuple, int], depth: int) -> Any:
+MAX_NODES = 200_000  # YAML nodes visited (aliases count each time: an alias bomb stops here)
+
+
+def _plain(node: Any, path: Tuple, pos: Dict[Tuple, int], depth: int, budget: List[int]) -> Any:
     import yaml
     if depth > 60:
         raise ManifestError("nesting too deep to check")
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ManifestError(f"more than {MAX_NODES} YAML nodes (aliases expanded): not a job manifest")
     pos.setdefault(path, node.start_mark.index)
     if isinstance(node, yaml.MappingNode):
         d: Dict[Any, Any] = {}
         for k, v in node.value:
             key = k.value if isinstance(k, yaml.ScalarNode) else str(len(d))
             pos[path + (key,)] = k.start_mark.index
-            d[key] = _plain(v, path + (key,), pos, depth + 1)
+            d[key] = _plain(v, path + (key,), pos, depth + 1, budget)
             pos[path + (key, "=")] = v.start_mark.index
         return d
     if isinstance(node, yaml.SequenceNode):
-        return [_plain(v, path + (i,), pos, depth + 1) for i, v in enumerate(node.value)]
+        return [_plain(v, path + (i,), pos, depth + 1, budget) for i, v in enumerate(node.value)]
     return node.value if node.tag != "tag:yaml.org,2002:int" else _int(node.value)
 
 

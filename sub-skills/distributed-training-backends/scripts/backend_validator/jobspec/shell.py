@@ -196,8 +196,11 @@ def lex(text: str, base: Optional[List[int]] = None) -> List[Command]:
             return k
         return base[k] if 0 <= k < len(base) else -1
 
+    import bisect
+    newlines = [m.start() for m in re.finditer("\n", text)]
+
     def line_of(k: int) -> int:
-        return text.count("\n", 0, k) + 1
+        return bisect.bisect_left(newlines, k) + 1
 
     def end_word() -> None:
         nonlocal parts

@@ -30,6 +30,7 @@ PER_TASK = ("SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURMD_NODENAME", 
 MAX_SIM_NODES = 2
 MAX_SIM_TASKS = 8
 MAX_DEPTH = 8
+MAX_STEPS = 32  # launches followed per script (each is simulated per node and task)
 
 # srun/sbatch options that take a value when written without '=' (the others are flags or take an
 # optional value only with '=')
@@ -485,6 +486,9 @@ class _Run:
             self.argv(fields[j:], shl, task, depth + 1, env_prefix)
             return
         launcher = launcher_of(fields)
+        if launcher is not None and len(self.spec.steps) >= MAX_STEPS and task is None:
+            self._unsupported(f"more than {MAX_STEPS} launch steps (the rest)", fields[0].first_pos())
+            return
         if launcher is None:
             if head in ("mpirun", "mpiexec", "pdsh", "ssh"):
                 self._unsupported(f"`{head}`", fields[0].first_pos())
@@ -511,6 +515,9 @@ class _Run:
         return [(n, o) for n, o in self.early if o in offs]
 
     def srun(self, fields: List[PStr], batch: Shell, depth: int, env_prefix: Dict[str, PStr]) -> None:
+        if len(self.spec.steps) >= MAX_STEPS:
+            self._unsupported(f"more than {MAX_STEPS} srun steps (the rest)", fields[0].first_pos())
+            return
         words = [(f.text, f.first_pos()) for f in fields[1:]]
         o, k = parse_options(words)
         rest = fields[1 + k:]
