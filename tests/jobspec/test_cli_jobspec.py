@@ -82,6 +82,21 @@ def test_missing_file_and_combination(tmp_path):
     assert rc == 2 and "cannot be combined" in err
 
 
+@pytest.mark.parametrize("reps", ["[1, 2]", "abc", "{Master: {replicas: 100000000}}",
+                                  "{Master: {template: {spec: {containers: [5, {name: pytorch, command: 5, env: [1], "
+                                  "resources: {limits: 3}}]}}}}"])
+def test_malformed_manifest_fields_are_no_internal_error(tmp_path, reps):
+    p = tmp_path / "m.yaml"
+    p.write_text(f"apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: 5\nspec:\n  elasticPolicy: 3\n"
+                 f"  pytorchReplicaSpecs: {reps}\n")
+    rc, out, err = run(["--job-spec", str(p)])
+    assert "internal error" not in err and rc in (0, 1), out + err
+    p.write_text("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: 5\nspec:\n"
+                 "  trainer: {numNodes: -4, command: 7, env: 3, resourcesPerNode: 2}\n")
+    rc, out, err = run(["--job-spec", str(p)])
+    assert "internal error" not in err and rc in (0, 1), out + err
+
+
 def test_many_commands_are_bounded(tmp_path):
     p = tmp_path / "many.sh"
     p.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:2\n" + "srun bash -c 'torchrun --nnodes 2 "

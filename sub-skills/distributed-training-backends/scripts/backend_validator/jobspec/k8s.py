@@ -86,6 +86,15 @@ def _plain(node: Any, path: Tuple, pos: Dict[Tuple, int], depth: int, budget: Li
     return node.value if node.tag != "tag:yaml.org,2002:int" else _int(node.value)
 
 
+def _d(x: Any) -> Dict[str, Any]:
+    """A mapping field, or {} when the manifest has something else there."""
+    return x if isinstance(x, dict) else {}
+
+
+def _l(x: Any) -> List[Any]:
+    return x if isinstance(x, list) else []
+
+
 def _int(v: Any) -> Any:
     try:
         return int(str(v))
@@ -107,10 +116,10 @@ def _gpus(resources: Any) -> Optional[int]:
 
 
 def _shm(pod_spec: Dict[str, Any], container: Dict[str, Any]) -> bool:
-    vols = {v.get("name"): v for v in pod_spec.get("volumes") or [] if isinstance(v, dict)}
-    for m in container.get("volumeMounts") or []:
+    vols = {v.get("name"): v for v in _l(_d(pod_spec).get("volumes")) if isinstance(v, dict)}
+    for m in _l(_d(container).get("volumeMounts")):
         if isinstance(m, dict) and str(m.get("mountPath", "")).rstrip("/") == "/dev/shm":
-            v = vols.get(m.get("name")) or {}
+            v = _d(vols.get(m.get("name")))
             ed = v.get("emptyDir")
             if isinstance(ed, dict) and str(ed.get("medium", "")) == "Memory":
                 return True
@@ -126,7 +135,7 @@ def _k8s_expand(s: str, env: Dict[str, str]) -> str:
 
 
 def _container(tmpl: Dict[str, Any], name: str) -> Tuple[Optional[Dict[str, Any]], int]:
-    cs = ((tmpl.get("spec") or {}).get("containers") or []) if isinstance(tmpl, dict) else []
+    cs = _l(_d(_d(tmpl).get("spec")).get("containers"))
     for i, c in enumerate(cs):
         if isinstance(c, dict) and c.get("name") == name:
             return c, i
@@ -137,7 +146,7 @@ def _container(tmpl: Dict[str, Any], name: str) -> Tuple[Optional[Dict[str, Any]
 
 
 def _port(c: Optional[Dict[str, Any]]) -> int:
-    for p in (c or {}).get("ports") or []:
+    for p in _l(_d(c).get("ports")):
         if isinstance(p, dict) and p.get("name") == "pytorchjob-port" and isinstance(_int(p.get("containerPort")), int):
             return _int(p.get("containerPort"))
     return 23456
@@ -145,11 +154,12 @@ def _port(c: Optional[Dict[str, Any]]) -> int:
 
 def pytorchjob_env(job: Dict[str, Any]) -> List[Tuple[str, int, Dict[str, str]]]:
     """[(pod name, replica type, index-in-type... ) as (pod, node index, env)] per envvar.go::setPodEnv."""
-    name = str((job.get("metadata") or {}).get("name") or "job")
-    spec = job.get("spec") or {}
-    reps = spec.get("pytorchReplicaSpecs") or {}
+    name = str(_d(job.get("metadata")).get("name") or "job")
+    spec = _d(job.get("spec"))
+    reps = _d(spec.get("pytorchReplicaSpecs"))
     norm = {str(k).capitalize(): v for k, v in reps.items() if isinstance(v, dict)}
     counts = {k: (_int(v.get("replicas")) if isinstance(_int(v.get("replicas")), int) else 1) for k, v in norm.items()}
+    counts = {k: max(0, min(n, 100000)) for k, n in counts.items()}
     total = sum(counts.values())
     elastic = spec.get("elasticPolicy") if isinstance(spec.get("elasticPolicy"), dict) else None
     nproc = spec.get("nprocPerNode")
@@ -163,7 +173,7 @@ def pytorchjob_env(job: Dict[str, Any]) -> List[Tuple[str, int, Dict[str, str]]]
         for idx in range(counts.get(typ, 0)):
             env: Dict[str, str] = {"PYTHONUNBUFFERED": "1"}
             if "Master" in norm:
-                mc, _ = _container(norm["Master"].get("template") or {}, "pytorch")
+                mc, _ = _container(_d(norm["Master"].get("template")), "pytorch")
                 port = str(_port(mc))
                 env.update({"MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": f"{name}-master-0",
                             "PET_MASTER_ADDR": f"{name}-master-0"})
@@ -172,7 +182,7 @@ def pytorchjob_env(job: Dict[str, Any]) -> List[Tuple[str, int, Dict[str, str]]]
             if nproc is not None:
                 env["PET_NPROC_PER_NODE"] = str(nproc)
             if elastic is not None:
-                wc, _ = _container(((norm.get("Worker") or {}).get("template") or {}), "pytorch")
+                wc, _ = _container(_d(_d(norm.get("Worker")).get("template")), "pytorch")
                 host = elastic.get("rdzvHost") or f"{name}-worker-0"
                 port = elastic.get("rdzvPort") or _port(wc)
                 env["PET_RDZV_ENDPOINT"] = f"{host}:{port}"
@@ -197,7 +207,7 @@ def pytorchjob_env(job: Dict[str, Any]) -> List[Tuple[str, int, Dict[str, str]]]
 
 def _user_env(c: Dict[str, Any]) -> Dict[str, str]:
     out: Dict[str, str] = {}
-    for e in c.get("env") or []:
+    for e in _l(c.get("env")):
         if isinstance(e, dict) and e.get("name"):
             if "value" in e:
                 out[str(e["name"])] = str(e.get("value") if e.get("value") is not None else "")
@@ -212,7 +222,7 @@ def _argv_of(c: Dict[str, Any], env: Dict[str, str], base: Tuple, pos: Dict[Tupl
         items = c.get(key)
         if isinstance(items, str):
             items = [items]
-        for i, item in enumerate(items or []):
+        for i, item in enumerate(_l(items)):
             s = _k8s_expand(str(item), env)
             off = pos.get(base + (key, i), -1)
             out.append(PStr(s, [off] * len(s)) if s != str(item) else PStr(s, _scalar_offsets(s, off)))
@@ -287,7 +297,7 @@ def _run_container(spec: JobSpec, step: Step, argv: List[PStr], env: Dict[str, s
 
 
 def _pytorchjob(spec: JobSpec, job: Dict[str, Any], pos: Dict[Tuple, int], submit_dir: str) -> None:
-    reps = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    reps = _d(_d(job.get("spec")).get("pytorchReplicaSpecs"))
     keys = {str(k).capitalize(): k for k in reps}
     pods = pytorchjob_env(job)
     base = ("spec", "pytorchReplicaSpecs")
@@ -297,8 +307,8 @@ def _pytorchjob(spec: JobSpec, job: Dict[str, Any], pos: Dict[Tuple, int], submi
     step.replicas_where = pos.get(base, -1)
     step.pod_names = [p[0] for p in pods]
     for pod, typ, idx, node, openv in pods:
-        rs = reps.get(keys[typ]) or {}
-        tmpl = rs.get("template") or {}
+        rs = _d(reps.get(keys[typ]))
+        tmpl = _d(rs.get("template"))
         c, ci = _container(tmpl, "pytorch")
         if c is None:
             continue
@@ -310,7 +320,7 @@ def _pytorchjob(spec: JobSpec, job: Dict[str, Any], pos: Dict[Tuple, int], submi
             step.operator_env = dict(openv)
             step.gpus_per_node = _gpus(c.get("resources"))
             step.gpus_where = pos.get(cpath + ("resources",), pos.get(cpath, -1))
-            step.shm_memory = _shm(tmpl.get("spec") or {}, c)
+            step.shm_memory = _shm(_d(tmpl.get("spec")), c)
             step.container_where = pos.get(cpath, -1)
         argv = _argv_of(c, env, cpath, pos)
         if pos.get(base + (keys[typ], "replicas"), -1) >= 0 and step.nodes_where < 0:
@@ -325,9 +335,10 @@ def _pytorchjob(spec: JobSpec, job: Dict[str, Any], pos: Dict[Tuple, int], submi
 
 
 def _trainjob(spec: JobSpec, job: Dict[str, Any], pos: Dict[Tuple, int], submit_dir: str) -> None:
-    name = str((job.get("metadata") or {}).get("name") or "job")
-    tr = (job.get("spec") or {}).get("trainer") or {}
+    name = str(_d(job.get("metadata")).get("name") or "job")
+    tr = _d(_d(job.get("spec")).get("trainer"))
     nn = _int(tr.get("numNodes"))
+    nn = nn if isinstance(nn, int) and not isinstance(nn, bool) and nn >= 1 else None
     npp = tr.get("numProcPerNode", "auto")
     base = ("spec", "trainer")
     step = Step("pod", pos.get(base, 0), nn if isinstance(nn, int) else None)
