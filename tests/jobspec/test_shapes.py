@@ -28,6 +28,8 @@ GOOD = {
                                   "--rdzv-endpoint $MASTER_ADDR:29500 --rdzv-id $SLURM_JOB_ID train.py"),
     "python-m-run": (1, "srun bash -c 'python -m torch.distributed.run --nnodes=2 --nproc_per_node=4 "
                         "--node_rank=$SLURM_PROCID --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train.py'"),
+    "legacy-launch-use-env": (1, "srun bash -c 'python -m torch.distributed.launch --use_env --nnodes 2 "
+                                 "--nproc_per_node 4 --node_rank $SLURM_NODEID --master_addr $MASTER_ADDR train.py'"),
     "task-per-gpu-no-launcher": (4, "srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
                                     "WORLD_SIZE=$SLURM_NTASKS python train.py'"),
     "task-per-gpu-python-directly": (4, "srun python -u train.py --epochs 3"),

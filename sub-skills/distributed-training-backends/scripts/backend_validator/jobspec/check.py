@@ -65,10 +65,14 @@ def command_text(la: TaskLaunch) -> Tuple[str, Dict[int, int]]:
     cols: Dict[int, int] = {}
     col = 1
     words = list(la.words)
+    legacy = la.launcher == "torchrun" and any(w.text in ("torch.distributed.launch", "-mtorch.distributed.launch")
+                                               for w in words[:4])
     for k, w in enumerate(words):
         t = _word_text(w.text)
-        if k <= 2 and t in ("torch.distributed.launch",) and la.launcher == "torchrun":
-            t = "torch.distributed.run"
+        if legacy and t in ("torch.distributed.launch", "-mtorch.distributed.launch"):
+            t = t.replace("launch", "run")  # torch/distributed/launch.py: torchrun's parser plus --use-env
+        if legacy and t in ("--use-env", "--use_env"):
+            continue
         q = shlex.quote(t)
         cols[col] = w.first_pos()
         parts.append(q)
