@@ -378,8 +378,9 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
                                  "export it", _pos(spec, w, lw)))
     # (g) operator environment overridden by written flags
     if step.kind == "pod" and launcher == "torchrun":
+        # (a written --node-rank is the same on every pod: jobspec-node-rank-same says so)
         for dest, pet in (("nnodes", "PET_NNODES"), ("nproc_per_node", "PET_NPROC_PER_NODE"),
-                          ("node_rank", "PET_NODE_RANK"), ("master_addr", "PET_MASTER_ADDR"),
+                          ("master_addr", "PET_MASTER_ADDR"),
                           ("master_port", "PET_MASTER_PORT"), ("rdzv_endpoint", "PET_RDZV_ENDPOINT")):
             w = v0.flags.get(dest)
             if w is None or pet not in step.operator_env:
@@ -404,7 +405,7 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
     if step.kind == "pod" and step.shm_memory is False:
         n = step.gpus_per_node or 0
         if n > 1:
-            out.append(Issue("jobspec-shm-default", f"{n} GPU processes per pod without a memory-backed /dev/shm: "
+            out.append(Issue("jobspec-shm-default", f"{n} GPUs per pod and no memory-backed /dev/shm: "
                              "the container runtime's default is 64 MB, which NCCL's shared-memory transport and "
                              "DataLoader workers exceed", "mount an emptyDir with medium: Memory at /dev/shm",
                              step.container_where))
@@ -415,7 +416,9 @@ def _explicit_nproc(v: View) -> bool:
     la = v.la
     if la.launcher == "torchrun":
         w = v.flags.get("nproc_per_node")
-        return w is not None and w.text.isdigit()
+        if w is None:  # a PyTorchJob's nprocPerNode reaches torchrun as PET_NPROC_PER_NODE
+            return la.env.get("PET_NPROC_PER_NODE", "").isdigit()
+        return w.text.isdigit()
     return la.launcher == "accelerate" and v.num_processes is not None
 
 
