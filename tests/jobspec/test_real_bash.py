@@ -7,16 +7,13 @@ gets must equal what the checker computed for that task."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
-import textwrap
 
 import pytest
 
 from backend_validator import core, docs
 from backend_validator.jobspec import slurm
-from backend_validator.jobspec.check import check_job_spec
 from backend_validator.jobspec.model import JobSpec
 from backend_validator.jobspec.shell import has_unknown
 from backend_validator.rules import load_family

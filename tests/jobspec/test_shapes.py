@@ -9,7 +9,6 @@ import pytest
 
 from backend_validator.jobspec import k8s
 from backend_validator.jobspec.check import check_job_spec
-from backend_validator.jobspec.model import JobSpec
 
 HEAD = """#!/bin/bash
 #SBATCH --nodes=2

@@ -17,11 +17,11 @@ from ..core import Context, Doc, Finding, InputError, Options
 from . import shell as sh
 from .model import JobSpec, Step, TaskLaunch
 
-UNKNOWN_INT = "987654"
+UNKNOWN_INT = "987654"  # stands for a value set at run time that the checker cannot know
 # launch rules whose verdict depends on the config file accelerate reads
 DEFAULT_CONFIG_RULES = ("launch-flag-ignored", "launch-paradigm-flag-overrides-file", "launch-num-processes-missing",
                         "launch-machine-rank-default", "launch-gpu-ids-too-few", "launch-multinode-endpoint-missing",
-                        "launch-flag-loses-to-deepspeed-json", "launch-machine-rank-missing")  # stands for a value set at run time that the checker cannot know
+                        "launch-flag-loses-to-deepspeed-json", "launch-machine-rank-missing")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0", "::1", "")
 
 
@@ -185,8 +185,6 @@ def _view(la: TaskLaunch, r: Any) -> View:
             v.nproc = ng
         elif ng == -1:
             v.nproc = "gpu"
-        if e.get("launcher") is not None and _flag_words(la, ("--no_ssh", "--no-ssh")):
-            nr = r.explain and next((x["value"] for x in r.explain if x["setting"] == "node_rank"), None)
         v.static = False  # the runner starts the other nodes itself (ssh/pdsh/slurm launcher)
     else:  # a bare python process per task: the environment it reads
         env = la.env
@@ -333,7 +331,8 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
                              f"{unit} ({step.nodes_hint or 'allocation'} at {_where(spec, step.nodes_where)}): "
                              + ("the rendezvous waits for nodes that never come" if mn > step.nodes else
                                 "the extra nodes' ranks are out of range"),
-                             f"derive it from the scheduler ({'$SLURM_NNODES' if step.kind != 'pod' else 'PET_NNODES'})",
+                             "derive it from the scheduler "
+                             f"({'$SLURM_NNODES' if step.kind != 'pod' else 'PET_NNODES'})",
                              _pos(spec, (_flag_words(la0, ("--nnodes", "--num_machines", "--num-machines")) or
                                          (None, None))[0], lw)))
     # (e) one node rank per node
@@ -466,15 +465,15 @@ def check_job_spec(path: str, name: str, text: Optional[str] = None, cwd: Option
                                         "processes": v.nproc} for v in views]})
     issues.extend(Issue(rid, msg, "", off) for rid, msg, off in res.notes)
     if not launched:
-        issues.append(Issue("jobspec-not-checked", "no launch command found (torchrun, python -m torch.distributed.run, "
-                            "accelerate launch, deepspeed, or python SCRIPT under srun)", "", 0))
+        issues.append(Issue("jobspec-not-checked", "no launch command found (torchrun, python -m "
+                            "torch.distributed.run, accelerate launch, deepspeed, or python SCRIPT under srun)", "", 0))
     res.findings.extend(_run_rules(spec, issues, options))
     res.findings.sort(key=lambda f: (f.file != spec.name, f.line or 0, f.col or 0, f.rule))
     return res
 
 
 def _run_rules(spec: JobSpec, issues: List[Issue], options: Options) -> List[Finding]:
-    from .. import rules  # noqa: F401  (registers the families' loader)
+    from .. import rules  # noqa: F401  (installs the loader that imports the jobspec rule module)
     doc = Doc({}, kind="text", name=spec.name, text=spec.text)
     ctx = Context(doc=doc, options=options)
     ctx.jobspec = (spec, issues)  # type: ignore[attr-defined]

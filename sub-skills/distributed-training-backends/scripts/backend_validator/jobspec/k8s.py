@@ -32,7 +32,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import shell as sh
-from .model import JobSpec, Note, Step, TaskLaunch
+from .model import JobSpec, Note, Step
 from .shell import PStr, Shell
 
 OPERATOR_V1 = "kubeflow/training-operator v1.9.0 (6f74c7f6b2ed6c27aabd82d0a316b23f0646059c)"
@@ -262,7 +262,6 @@ def _scalar_offsets(s: str, off: int) -> List[int]:
 
 
 def load(spec: JobSpec, submit_dir: str) -> None:
-    from .slurm import _Run, Allocation
     _TEXT[""] = spec.text
     docs = load_docs(spec.text)
     found = False
@@ -280,7 +279,6 @@ def load(spec: JobSpec, submit_dir: str) -> None:
             _trainjob(spec, data, pos, submit_dir)
     if not found:
         raise ManifestError("no PyTorchJob (kubeflow.org/v1) or TrainJob (trainer.kubeflow.org) in the manifest")
-    del _Run, Allocation
 
 
 def _run_container(spec: JobSpec, step: Step, argv: List[PStr], env: Dict[str, str], node: int, host: str) -> None:

@@ -438,10 +438,11 @@ def _arith(sh: Shell, expr: str, ref: int) -> str:
             return "0"
         return t
     e = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?|\b([A-Za-z_][A-Za-z0-9_]*)\b", var, expr)
-    if bad or not _ARITH_OK.match(e) or "**" in e or len(e) > 200:
+    if bad or not _ARITH_OK.match(e) or "**" in e or "<<" in e or ">>" in e or len(e) > 200:
         return unknown("$((" + expr + "))")
     try:
-        val = eval(compile(e.strip().replace("/", "//"), "<arith>", "eval"), {"__builtins__": {}}, {})  # digits/operators
+        code = compile(e.strip().replace("/", "//"), "<arith>", "eval")  # digits and operators only (_ARITH_OK)
+        val = eval(code, {"__builtins__": {}}, {})
         return str(int(val))
     except Exception:  # noqa: BLE001 - anything we cannot compute is unknown
         return unknown("$((" + expr + "))")

@@ -285,8 +285,6 @@ class _Run:
             if "--ntasks" in src and _int(src["--ntasks"][0]) and nodes:
                 tpn, tw = max(1, -(-_int(src["--ntasks"][0]) // nodes)), src["--ntasks"][1]
                 break
-            if "--gpus-per-task" in src and "--ntasks-per-node" not in src and src is o and False:
-                pass
         if tpn is None:
             tpn = 1
         gpn, gpt, gw = None, None, -1
@@ -423,8 +421,7 @@ class _Run:
             fields.extend(sh.expand_word(shl, w))
         if not fields:
             return
-        env_prefix = {k: v for k, v in prefix.items()}
-        self.argv(fields, shl, task, depth, env_prefix)
+        self.argv(fields, shl, task, depth, dict(prefix))
 
     def argv(self, fields: List[PStr], shl: Shell, task, depth: int, env_prefix: Dict[str, PStr]) -> None:
         """An expanded command line (no more expansion: srun and exec pass words as they are)."""
@@ -445,12 +442,11 @@ class _Run:
             except sh.ShellError as e:
                 self.spec.notes.append(Note("jobspec-not-checked", f"`{head} -c` script: {e}", "", script.first_pos()))
                 return
-            inner = shl
-            if task is not None or True:
-                inner = Shell(vars={k2: v for k2, v in shl.vars.items() if k2 in shl.exported},
-                              exported=set(shl.exported), subst=shl.subst, on_var=shl.on_var, name=shl.name)
-                for k2, v in env_prefix.items():
-                    inner.set(k2, v, export=True)
+            # a new shell: it inherits the exported variables (and NAME=value words before the command)
+            inner = Shell(vars={k2: v for k2, v in shl.vars.items() if k2 in shl.exported},
+                          exported=set(shl.exported), subst=shl.subst, on_var=shl.on_var, name=shl.name)
+            for k2, v in env_prefix.items():
+                inner.set(k2, v, export=True)
             for c in cmds:
                 self.command(c.words, inner, task, depth + 1)
             return
@@ -506,7 +502,6 @@ class _Run:
             self.spec.steps.append(st)
             return
         step, node, local, procid = task
-        # variables set but not exported in the batch shell that the task shell still reads
         step.launches.append(TaskLaunch(node, local, procid, launcher, fields, env, host(node),
                                         self._early_in(fields)))
 
@@ -554,6 +549,10 @@ class _Run:
                 self.argv(rest, t, (st, node, local, procid), depth + 1, {})
 
 
+PY_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
+              "accelerate.commands.launch": "accelerate", "deepspeed.launcher.runner": "deepspeed"}
+
+
 def launcher_of(fields: List[PStr]) -> Optional[str]:
     if not fields:
         return None
@@ -572,8 +571,7 @@ def launcher_of(fields: List[PStr]) -> Optional[str]:
             j += 1
         if j < len(fields) and fields[j].text.startswith("-m"):
             mod = fields[j].text[2:] or (fields[j + 1].text if j + 1 < len(fields) else "")
-            return {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
-                    "accelerate.commands.launch": "accelerate", "deepspeed.launcher.runner": "deepspeed"}.get(mod, "python")
+            return PY_MODULES.get(mod, "python")
         if j < len(fields) and fields[j].text.endswith(".py"):
             return "python"
     return None
