@@ -32,6 +32,8 @@ GOOD = {
     "task-per-gpu-no-launcher": (4, "srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
                                     "WORLD_SIZE=$SLURM_NTASKS python train.py'"),
     "task-per-gpu-python-directly": (4, "srun python -u train.py --epochs 3"),
+    "deepspeed-no-ssh": (1, "srun bash -c 'deepspeed --no_ssh --num_nodes 2 --num_gpus 4 --node_rank $SLURM_NODEID "
+                            "--master_addr $MASTER_ADDR train.py'"),
     "accelerate": (1, "srun bash -c 'accelerate launch --multi_gpu --num_machines $SLURM_NNODES --num_processes "
                       "$((SLURM_NNODES * 4)) --machine_rank $SLURM_NODEID --main_process_ip $MASTER_ADDR "
                       "--main_process_port $MASTER_PORT train.py'"),
@@ -67,6 +69,8 @@ BAD = {
                            "--master-addr $MASTER_ADDR train.py'", "jobspec-nodes-mismatch"),
     "no-master-addr": (1, "srun bash -c 'torchrun --nnodes 2 --nproc-per-node 4 --node-rank $SLURM_NODEID train.py'",
                        "jobspec-rendezvous-local"),
+    "deepspeed-no-ssh-dq": (1, 'srun bash -c "deepspeed --no_ssh --num_nodes 2 --num_gpus 4 --node_rank $SLURM_NODEID '
+                               '--master_addr $MASTER_ADDR train.py"', "jobspec-node-rank-same"),
     "rank-via-env-python": (4, 'srun bash -c "RANK=$SLURM_PROCID python train.py"', "jobspec-node-rank-same"),
     "batch-body": (1, "torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 "
                       "train.py", "jobspec-launcher-outside-srun"),

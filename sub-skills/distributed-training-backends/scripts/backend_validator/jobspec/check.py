@@ -186,6 +186,18 @@ def _view(la: TaskLaunch, r: Any) -> View:
         elif ng == -1:
             v.nproc = "gpu"
         v.static = False  # the runner starts the other nodes itself (ssh/pdsh/slurm launcher)
+        if _flag_words(la, ("--no_ssh", "--no-ssh")):  # one runner per node: each passes its own rank
+            v.static = True
+            rw = _flag_words(la, RANK_FLAGS["deepspeed"])
+            v.rank_word = rw[0] if rw else None
+            v.node_rank = (rw[1].text if rw else "-1") if not (rw and sh.has_unknown(rw[1].text)) else None
+            hw = _flag_words(la, HOST_FLAGS["deepspeed"])
+            v.host_word = hw[1] if hw else None
+            v.host = (hw[1].text if hw else "127.0.0.1") if not (hw and sh.has_unknown(hw[1].text)) else None
+            v.host_from = "--master_addr"
+            nn = _flag_words(la, ("--num_nodes", "--num-nodes"))
+            if nn and nn[1].text.isdigit():
+                v.nnodes = (int(nn[1].text), int(nn[1].text))
     else:  # a bare python process per task: the environment it reads
         env = la.env
         v.nproc = 1
@@ -230,8 +242,19 @@ def _run_launch_checks(spec: JobSpec, la: TaskLaunch, cwd: str, options: Options
         res.notes.append(("jobspec-not-checked", "accelerate launch without --config_file reads the default config "
                           "of the user on the cluster, which is not visible here: only the flags are checked",
                           la.words[0].first_pos()))
+    # deepspeed's hostfile is often written by the job itself: when it is not here, verdicts that need it wait
+    hf = _flag_words(la, ("--hostfile",))
+    hf_path = hf[1].text if hf else "/job/hostfile"  # deepspeed/launcher/runner.py DLTS_HOSTFILE
+    no_hostfile = la.launcher == "deepspeed" and not os.path.isfile(os.path.join(cwd, hf_path))
     for f in r.findings:
         msg = f.message
+        if no_hostfile and f.rule.startswith("launch-ds-") and "hostfile" in msg:
+            if ("ds-hostfile", la.words[0].first_pos()) not in seen:
+                seen.add(("ds-hostfile", la.words[0].first_pos()))
+                res.notes.append(("jobspec-not-checked", f"deepspeed's hostfile {hf_path} is not found from {cwd}: "
+                                  "what needs it is not checked (pass --cwd where the job runs)",
+                                  la.words[0].first_pos()))
+            continue
         if no_cfg and (f.rule.split("-")[0] in ("acc", "xf", "ds", "yaml", "input") or f.rule in DEFAULT_CONFIG_RULES):
             continue
         if UNKNOWN_INT in msg or "UNKNOWN" in msg:
