@@ -109,6 +109,30 @@ SUMMARY_WORDS = {"error_file", "exitcode"}
 # Flags of other command-line tools named in containers-and-networking.md / launch-torchrun.md.
 EXTERNAL = {"--shm-size": "docker run", "--ipc": "docker run", "--network": "docker run",
             "--ntasks-per-node": "srun (SLURM)", "--pid": "py-spy dump"}
+# --- schedulers-slurm-kubernetes.md: SLURM and Kubeflow names, checked against the job-spec checker's model
+# (backend_validator/jobspec/slurm.py and k8s.py, whose SLURM environment tests/jobspec runs through real bash and
+# whose operator environment it compares with kubeflow/training-operator's envvar.go table) ---
+JOBSPEC = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "backend_validator" / "jobspec"
+SLURM_FLAGS = {"--nodes", "--export", "--gpus-per-node", "--gpus-per-task", "--gres", "--ntasks-per-node"}
+EXTERNAL.update({f: "srun/sbatch (SLURM)" for f in SLURM_FLAGS})
+EXTERNAL.update({"--job-spec": "validate_backend_config.py", "--launch-command": "validate_backend_config.py",
+                 "--launcher": "deepspeed (runner.py)"})
+SCHEDULER_NAMES = {"PYTHONUNBUFFERED", "elasticPolicy", "numNodes", "numProcPerNode", "nprocPerNode", "nProcPerNode",
+                   "replicas"}
+
+
+def _scheduler_name(name: str) -> bool:
+    """A SLURM variable the checker's model sets, a Kubeflow field it reads, or a commit id."""
+    if re.fullmatch(r"[0-9a-f]{40}", name):
+        return True
+    src = (JOBSPEC / "slurm.py").read_text() + (JOBSPEC / "k8s.py").read_text()
+    if name.startswith("SLURM") or name in SCHEDULER_NAMES:
+        return f'"{name}"' in src or f".get(\"{name}\")" in src or name in src
+    if name == "num_processes":  # Accelerate's config field, named where accelerate's rule is explained
+        from accelerate.commands.config.config_args import ClusterConfig
+        return "num_processes" in ClusterConfig.__dataclass_fields__
+    return False
+# --- end schedulers ---
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
 
@@ -172,7 +196,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 9
+    assert len(DOCS) == 10  # 9 + schedulers-slurm-kubernetes.md
     for p in DOCS:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
@@ -260,6 +284,8 @@ def test_environment_variables_exist_in_torch_or_are_nccl_own(torch_text, so_byt
         if name.startswith("PET_") or s.startswith("PET_<"):
             assert "PET_{dest.upper()}" in (DIST_PY / "argparse_util.py").read_text()
             continue
+        if _scheduler_name(name):
+            continue
         if name in NCCL_OWN:
             assert f"`{name}`" in nccl_section, f"{name}: NCCL's own variable must be in the NCCL section"
             continue
@@ -297,6 +323,8 @@ def test_bare_identifiers_are_known_api_names():
             continue
         if s in SUMMARY_WORDS:
             assert s in (DIST_PY / "elastic" / "multiprocessing" / "errors" / "__init__.py").read_text(), s
+            continue
+        if _scheduler_name(s):
             continue
         if s == "gather_for_metrics":
             import accelerate

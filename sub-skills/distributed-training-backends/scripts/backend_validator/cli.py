@@ -150,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
     p.add_argument("--explain", action="store_true",
                    help="with --launch-command: print each effective value and where it came from")
+    # --- job specs (backend_validator/jobspec/) ---
+    p.add_argument("--job-spec", nargs="+", default=None, metavar="FILE",
+                   help="SLURM batch script(s) or Kubeflow PyTorchJob/TrainJob manifest(s): check what every node "
+                        "and task launches")
+    # --- end job specs ---
     p._building = False
     return p
 
@@ -170,7 +175,8 @@ class _Parser(argparse.ArgumentParser):
     def format_help(self) -> str:
         if not getattr(self, "_launch_epilog", False):
             from .launch.cli_launch import EPILOG as launch_epilog
-            self.epilog = (self.epilog or "") + "\n" + launch_epilog
+            from .jobspec.cli_jobspec import EPILOG as jobspec_epilog
+            self.epilog = (self.epilog or "") + "\n" + jobspec_epilog + "\n" + launch_epilog
             self._launch_epilog = True
         return super().format_help()
 
@@ -209,6 +215,9 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
         return EXIT_OK
     if args.explain_rule:
         return explain_rules(args.explain_rule, args.output, out, err)
+    if args.job_spec:  # job specs (backend_validator/jobspec/)
+        from .jobspec.cli_jobspec import run as run_jobspec
+        return run_jobspec(args, out, err)
     if args.launch_command or args.node_set is not None:  # launch commands and node sets
         from .launch.cli_launch import run as run_launch
         return run_launch(args, out, err)

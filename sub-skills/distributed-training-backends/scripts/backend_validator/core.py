@@ -23,7 +23,8 @@ SEVERITIES = ("error", "warning", "info")
 #                deepspeed_config_file names (ctx.related["deepspeed"]), when readable
 #   input      : parse-level problems (duplicate keys, YAML 1.1 traps, tags)
 #   launch     : a whole launch command or a node set (ctx.launch, see launch/check.py)
-FAMILIES = ("accelerate", "deepspeed", "cross", "input", "launch")
+#   jobspec    : a SLURM batch script or Kubeflow manifest (ctx.jobspec, see jobspec/check.py)
+FAMILIES = ("accelerate", "deepspeed", "cross", "input", "launch", "jobspec")
 CONSUMERS = ("deepspeed", "accelerate", "transformers")
 # Accelerate's own (non-DeepSpeed) top-level config keys: a document with one is an Accelerate config
 # (deepspeed.looks_like_deepspeed; the engine checks these first, without loading the DeepSpeed tables).

@@ -34,6 +34,7 @@ FAMILY_TITLES = [
     ("deepspeed", "DeepSpeed JSON rules (family deepspeed)"),
     ("cross", "Accelerate + DeepSpeed cross-file rules (family cross)"),
     ("launch", "Launch command and node-set rules (family launch)"),
+    ("jobspec", "Job spec rules: SLURM batch scripts and Kubeflow manifests (family jobspec)"),
 ]
 
 PROOF = [
@@ -79,6 +80,13 @@ PROOF = [
     "`get_args_parser`), and a generated grid of command lines x configs agrees with accelerate's parser + "
     "`_validate_launch_command` + env builders (same oracle, whole command lines), torchrun's own `run()` "
     "(agent start stubbed) and deepspeed's `runner.main` (process start stubbed) on every case.",
+    # --- job specs (backend_validator/jobspec/) ---
+    "",
+    "The job spec rules (`jobspec-`) are checked by `tests/jobspec`: every SLURM example is run task by task with "
+    "real bash, a stand-in `srun` giving each task the variables SLURM documents for it, and the argv each launcher "
+    "gets must equal the checker's; a correct two-node script and a PyTorchJob's pods (the operator's PET_* "
+    "environment from kubeflow/training-operator v1.9.0 `envvar.go`) start real torchrun on CPU (gloo) and get ranks "
+    "0 and 1; 29 real scripts and manifests (11 held out) get no false error.",
 ]
 
 # what a clean report does not prove is for users: rendered at the top, the rest of PROOF at the end
