@@ -141,6 +141,17 @@ def ds_accum(stage):
            "boundary_at_backward": calls["boundary"], "grad_bytes_after_micro_batch": held,
            "full_grad_bytes": P * 4, "clip_return_and_engine_norm": norms,
            "gradient_clipping": engine.gradient_clipping()}
+    if stage == 2:  # save_state under DeepSpeed, then consolidate with DeepSpeed's zero_to_fp32
+        ck = OUT / "ds_ckpt"
+        acc.save_state(str(ck))
+        acc.wait_for_everyone()
+        out["ckpt_top"] = sorted(p.name for p in ck.iterdir())
+        out["ckpt_inner"] = sorted(p.name for p in (ck / "pytorch_model").iterdir())
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        sd = get_fp32_state_dict_from_zero_checkpoint(str(ck))
+        out["fp32_keys"] = sorted(sd)
+        out["fp32_matches_weights"] = all(torch.equal(sd[k].float(), v.detach().float())
+                                          for k, v in net.state_dict().items())
     if w0 is not None:
         # SGD lr 0.1 with clipping 1.0 (the "auto" fill): the update norm is <= 0.1 * 1.0,
         # far above what clip_grad_norm_(max_norm=1e-6) would have allowed.

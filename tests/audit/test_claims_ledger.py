@@ -68,7 +68,7 @@ def counts_per_file():
 _test_names: dict[Path, set] = {}
 
 
-def test_names_in(path: Path) -> set:
+def _defined_functions(path: Path) -> set:
     if path not in _test_names:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         _test_names[path] = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -106,7 +106,7 @@ def test_claim_is_still_in_its_reference_and_its_evidence_exists(name, claim):
             path = REPO / rel
             assert rel.startswith("tests/") and path.is_file(), f"{claim['id']}: no test file {rel}"
             func = func.split("[")[0]
-            assert func in test_names_in(path), f"{claim['id']}: no test {func} in {rel}"
+            assert func in _defined_functions(path), f"{claim['id']}: no test {func} in {rel}"
     elif kind == "source":
         rel, _, qual = ev["source"].partition("::")
         path = SITE / rel

@@ -321,3 +321,18 @@ def test_config_default_never_overwrites_and_json_loads(single):
     assert c["first_distributed_type"] == "NO" and c["second_returns"] is False and c["unchanged"] is True
     assert c["json_loaded_type"] == "ClusterConfig"
     assert "`config default` never overwrites an existing file" in text(CMD)
+
+
+# ======================================================================== DeepSpeed checkpoints
+def test_deepspeed_save_state_layout_and_zero_to_fp32(launched):
+    for r in launched["ranks"]:
+        z = r["zero2"]
+        # the engine's checkpoint folder, its `latest` tag and the copied recovery scripts;
+        # the accelerate side adds only each rank's RNG state (no model.safetensors/optimizer.bin)
+        assert {"pytorch_model", "latest", "zero_to_fp32.py", "zero_to_torch.py"} <= set(z["ckpt_top"])
+        assert not {"model.safetensors", "optimizer.bin"} & set(z["ckpt_top"])
+        assert any(n.startswith("zero_pp_rank_") and "optim_states" in n for n in z["ckpt_inner"])
+        assert any("model_states" in n for n in z["ckpt_inner"])
+        assert z["fp32_keys"] == ["weight"] and z["fp32_matches_weights"] is True
+    t = text(CKPT)
+    assert "a folder `output_dir/pytorch_model/` with DeepSpeed's model and ZeRO optimizer shards, a `latest` file" in t
