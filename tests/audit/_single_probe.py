@@ -471,4 +471,37 @@ def _():
             "json_compute_environment": str(loaded.compute_environment)}
 
 
+# ------------------------------------------------------------------ launch validation on odd YAML
+@case("launch_yaml")
+def _():
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import launch as L
+
+    def run(yaml_text, extra=()):
+        cfg = WORK / "launch.yaml"
+        cfg.write_text(yaml_text)
+        saved = dict(os.environ)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                args = launch_command_parser().parse_args(["--config_file", str(cfg), *extra, "train.py"])
+                _validate_launch_command(args)
+                L.prepare_multi_gpu_env(args)
+            return {"ok": True, "rdzv_endpoint": getattr(args, "rdzv_endpoint", None),
+                    "master_addr": getattr(args, "master_addr", None)}
+        except Exception as exc:
+            return err(exc)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    base = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\ndynamo_config: {}\n"
+    return {
+        "mixed_precision_bare_no": run(base + "num_processes: 2\nmixed_precision: no\n"),
+        "gpu_ids_int": run(base + "num_processes: 2\nmixed_precision: 'no'\ngpu_ids: 0\n"),
+        "no_num_processes": run(base + "mixed_precision: 'no'\n"),
+        "multinode_no_ip": run(base + "num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmixed_precision: 'no'\n"),
+    }
+
+
 json.dump(out, sys.stdout, default=str)

@@ -336,3 +336,16 @@ def test_deepspeed_save_state_layout_and_zero_to_fp32(launched):
         assert z["fp32_keys"] == ["weight"] and z["fp32_matches_weights"] is True
     t = text(CKPT)
     assert "a folder `output_dir/pytorch_model/` with DeepSpeed's model and ZeRO optimizer shards, a `latest` file" in t
+
+
+# ======================================================================== launch validation on odd YAML
+def test_yaml_pitfalls_at_launch(single):
+    y = single["launch_yaml"]
+    assert y["mixed_precision_bare_no"] == "AttributeError: 'bool' object has no attribute 'lower'"
+    assert y["gpu_ids_int"] == "AttributeError: 'int' object has no attribute 'split'"
+    assert y["no_num_processes"] == "ValueError: You need to manually pass in `--num_processes` using this config yaml."
+    # a second node without main_process_ip: accepted, and torchrun is pointed at host "None"
+    assert y["multinode_no_ip"] == {"ok": True, "rdzv_endpoint": "None:29500", "master_addr": None}
+    t = text(TRB)
+    assert "YAML turned `mixed_precision: no` into false or `gpu_ids: 0` into an int" in t
+    assert "torchrun gets `None` as host" in t
