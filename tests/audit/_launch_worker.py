@@ -122,7 +122,7 @@ def ds_accum(stage):
 
     engine.step, engine.backward = step, backward
     g = torch.Generator().manual_seed(acc.process_index)
-    raw_losses, held, norms = [], [], []
+    raw_losses, held, norms, scale_seen = [], [], [], []
     w0 = [p.detach().clone() for p in net.parameters()] if stage < 3 else None
     for i in range(2):
         with acc.accumulate(eng):
@@ -131,6 +131,14 @@ def ds_accum(stage):
             raw_losses.append(float(loss))
             acc.backward(loss)
             held.append(grad_bytes(net))
+            if i == 0 and stage == 1:  # ZeRO-1 holds the local, unreduced gradient here
+                ref = model()
+                ref.weight.data.copy_(w0[0])
+                (g_ref,) = torch.autograd.grad(ref(x).pow(2).mean(), ref.weight)
+                held_grad = net.weight.grad
+                ratio = (float((held_grad * g_ref).sum() / (g_ref * g_ref).sum())
+                         if held_grad is not None else None)
+                scale_seen.append(ratio)
             if acc.sync_gradients:
                 norms.append(acc.clip_grad_norm_(eng.parameters(), max_norm=1e-6))
                 norms.append(float(engine.get_global_grad_norm()))
@@ -140,7 +148,7 @@ def ds_accum(stage):
            "step_calls": calls["step"], "raw_losses": raw_losses, "backward_losses": calls["backward_losses"],
            "boundary_at_backward": calls["boundary"], "grad_bytes_after_micro_batch": held,
            "full_grad_bytes": P * 4, "clip_return_and_engine_norm": norms,
-           "gradient_clipping": engine.gradient_clipping()}
+           "gradient_clipping": engine.gradient_clipping(), "grad_over_plain_grad": scale_seen}
     if stage == 2:  # save_state under DeepSpeed, then consolidate with DeepSpeed's zero_to_fp32
         ck = OUT / "ds_ckpt"
         acc.save_state(str(ck))

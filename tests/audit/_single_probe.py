@@ -504,4 +504,16 @@ def _():
     }
 
 
+@case("launch_defaults")
+def _():
+    """Effective values after accelerate's own validation of `accelerate launch train.py` with no
+    config file (HF_HOME is an empty directory) on this CPU host."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    args = launch_command_parser().parse_args(["train.py"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _validate_launch_command(args)
+    return {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, type(None)))}
+
+
 json.dump(out, sys.stdout, default=str)

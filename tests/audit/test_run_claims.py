@@ -135,6 +135,7 @@ def test_deepspeed_backward_boundary_and_single_engine_step(launched):
             assert z["step_calls"] == 1 and z["engine_gas"] == 2
     t = text(GA)
     assert "`accelerator.backward` does not divide the loss under DeepSpeed" in t
+    assert "calls the engine's `backward` (which scales by DeepSpeed's step count)" in t
     assert "calls `engine.step()` only at the boundary" in t
 
 
@@ -158,6 +159,8 @@ def test_zero1_holds_full_gradients_between_micro_batches(launched):
     for r in launched["ranks"]:
         z1, z2 = r["zero1"], r["zero2"]
         assert z1["grad_bytes_after_micro_batch"][0] == z1["full_grad_bytes"]
+        # the held gradient is this rank's own, unreduced, and scaled by 1/k by engine.backward
+        assert abs(z1["grad_over_plain_grad"][0] - 0.5) < 1e-6
         assert z2["grad_bytes_after_micro_batch"][0] == 0
     t = text(DSF)
     assert "deepspeed 0.19.8 also keeps only a gradient partition, as stage 2 does |" not in t
@@ -349,3 +352,47 @@ def test_yaml_pitfalls_at_launch(single):
     t = text(TRB)
     assert "YAML turned `mixed_precision: no` into false or `gpu_ids: 0` into an int" in t
     assert "torchrun gets `None` as host" in t
+
+
+# ======================================================================== launch flag defaults
+NOT_LITERAL = {  # Default cells that describe a rule, each backed elsewhere in the ledger
+    "--config_file", "--gpu_ids", "--machine_rank", "--main_process_ip", "--main_process_port",
+}
+
+
+def _doc_default(cell: str):
+    cell = cell.strip()
+    m = re.match(r"(?:from config, else )?`?([^`(]+?)`?(?: \(.*)?$", cell)
+    word = m.group(1).strip() if m else cell
+    if word in ("off", "none", "empty"):
+        return "falsy"
+    if word == "the device count":
+        return "device count"
+    try:
+        return int(word) if word.isdigit() else float(word)
+    except ValueError:
+        return word
+
+
+def test_launch_flag_defaults_as_documented(single):
+    """commands.md's Default column against the values accelerate's own validation leaves for a
+    bare `accelerate launch train.py` without a config file (CPU host: device count 0)."""
+    got = single["launch_defaults"]
+    md = CMD.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(--[\w-]+)`(?: / `-\w`)? \| ([^|]+) \| [^|]+ \|$", md, flags=re.M)
+    assert len(rows) >= 25, rows
+    checked = 0
+    for flag, cell in rows:
+        if flag in NOT_LITERAL:
+            continue
+        want, have = _doc_default(cell), got[flag[2:]]
+        if want == "falsy":
+            assert not have, (flag, cell, have)
+        elif want == "device count":
+            assert have == 0, (flag, have)  # no GPU here
+        elif flag == "--num_cpu_threads_per_process":
+            assert have == 1 and cell.startswith("`OMP_NUM_THREADS` or 1"), (flag, cell, have)
+        else:
+            assert str(have) == str(want), (flag, cell, have)
+        checked += 1
+    assert checked >= 20, checked
