@@ -236,6 +236,28 @@ def ds_auto():
     return out
 
 
+def ds_zero3_persistence():
+    """ZeRO-3 with the default stage3_param_persistence_threshold (1e5 elements): which parameters
+    stay whole on every rank outside forward/backward."""
+    reset()
+    cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+           "zero_optimization": {"stage": 3, "reduce_bucket_size": 1000000, "stage3_prefetch_bucket_size": 1000000},
+           "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False}
+    acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(hf_ds_config=cfg))
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8, bias=False), nn.Linear(8, 16384, bias=False))  # 64 and 131072 elements
+    eng, opt = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    engine = acc.deepspeed_engine_wrapped.engine
+    out = {"threshold": engine.zero_param_persistence_threshold()}
+    acc.backward(eng(torch.ones(2, 8)).pow(2).mean())  # one full step: gather, release, step
+    opt.step()
+    opt.zero_grad()
+    for name, p in net.named_parameters():
+        out[name] = {"numel": p.ds_numel, "persist": bool(getattr(p, "ds_persist", False)),
+                     "local_data_numel": p.data.numel(), "partition_numel": p.ds_tensor.numel()}
+    return out
+
+
 def stub_transformers():
     """accelerate 1.15.0 imports transformers.integrations whenever a DeepSpeedPlugin is selected
     (DeepSpeedPlugin.set_deepspeed_weakref); transformers is not in the pinned environment. The
@@ -270,6 +292,7 @@ guarded("zero1", lambda: ds_accum(1))
 guarded("zero2", lambda: ds_accum(2))
 guarded("missing_gas", ds_missing_gas)
 guarded("auto", ds_auto)
+guarded("zero3_persistence", ds_zero3_persistence)
 
 
 # ---------------------------------------------------------------- part C: end_training

@@ -396,3 +396,17 @@ def test_launch_flag_defaults_as_documented(single):
             assert str(have) == str(want), (flag, cell, have)
         checked += 1
     assert checked >= 20, checked
+
+
+def test_zero3_keeps_small_parameters_whole(launched):
+    """ZeRO-3 partitions every parameter, but one below stage3_param_persistence_threshold stays
+    gathered on every rank after its first forward (deepspeed 0.19.8, default threshold 1e5)."""
+    for r in launched["ranks"]:
+        z = r["zero3_persistence"]
+        assert z["threshold"] == 100000
+        small, big = z["0.weight"], z["1.weight"]
+        assert small["persist"] and small["local_data_numel"] == small["numel"] == 64
+        assert not big["persist"] and big["local_data_numel"] == 0 and big["partition_numel"] * 2 == big["numel"]
+    t = text(DSF)
+    assert "| 3 | optimizer states, gradients and parameters | only the layers gathered" not in t
+    assert "plus every parameter smaller than `stage3_param_persistence_threshold` elements (DeepSpeed default 100000" in t
