@@ -73,12 +73,17 @@ def guarded(name, fn):
 
 # ---------------------------------------------------------------- part A: data parallel
 def part_a():
-    out = {}
-    acc = Accelerator(cpu=True)
+    from accelerate import DistributedDataParallelKwargs
+    from accelerate.utils import DDPCommunicationHookType
+    out = {"env": {k: os.environ.get(k) for k in (
+        "ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_DYNAMO_BACKEND", "RANK", "WORLD_SIZE",
+        "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}}
+    acc = Accelerator(cpu=True, kwargs_handlers=[DistributedDataParallelKwargs(comm_hook=DDPCommunicationHookType.FP16)])
     out["distributed_type"] = str(acc.distributed_type)
     net = model()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     m1, opt = acc.prepare(net, opt)
+    out["ddp_comm_hooks"] = len(getattr(m1, "_comm_hooks", []))
     out["prepared_again_same_object"] = acc.prepare(m1) is m1
     m2 = acc.prepare(net)  # the original module again
     out["original_again_type"] = type(m2).__name__

@@ -410,3 +410,16 @@ def test_zero3_keeps_small_parameters_whole(launched):
     t = text(DSF)
     assert "| 3 | optimizer states, gradients and parameters | only the layers gathered" not in t
     assert "plus every parameter smaller than `stage3_param_persistence_threshold` elements (DeepSpeed default 100000" in t
+
+
+def test_torchrun_environment_and_ddp_comm_hook(launched):
+    """What `accelerate launch --multi_gpu` (torchrun) exports on a CPU host, and the DDP
+    communication hook registered at prepare for a MULTI_CPU (DDP) model."""
+    for r in launched["ranks"]:
+        env = r["ddp"]["env"]
+        assert env["ACCELERATE_USE_CPU"] is None  # torchrun does not set it
+        assert env["ACCELERATE_MIXED_PRECISION"] == "no" and env["ACCELERATE_DYNAMO_BACKEND"] == "NO"
+        assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["LOCAL_RANK"]) == ("2", "2", str(r["rank"]))
+        assert env["MASTER_ADDR"] and env["MASTER_PORT"]
+        assert r["ddp"]["ddp_comm_hooks"] == 1
+    assert "`ACCELERATE_USE_CPU` | simple launcher only | `True`/`False`; torchrun does **not** set it" in text(CFG)
