@@ -99,6 +99,20 @@ def part_a():
 
 
 guarded("ddp", part_a)
+
+
+def pc_multi_cpu():
+    """A ParallelismConfig whose product (2) equals the process count, under MULTI_CPU."""
+    from accelerate import ParallelismConfig
+    reset()
+    try:
+        acc = Accelerator(cpu=True, parallelism_config=ParallelismConfig(dp_replicate_size=2))
+        return {"accepted": str(acc.distributed_type)}
+    except Exception as exc:
+        return {"raised": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+guarded("pc_multi_cpu", pc_multi_cpu)
 reset()
 
 

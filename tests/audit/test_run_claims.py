@@ -423,3 +423,14 @@ def test_torchrun_environment_and_ddp_comm_hook(launched):
         assert env["MASTER_ADDR"] and env["MASTER_PORT"]
         assert r["ddp"]["ddp_comm_hooks"] == 1
     assert "`ACCELERATE_USE_CPU` | simple launcher only | `True`/`False`; torchrun does **not** set it" in text(CFG)
+
+
+def test_parallelism_config_refused_under_multi_cpu(launched):
+    """ParallelismConfig._validate_accelerator accepts FSDP2, DeepSpeed and `multi_device` types;
+    MULTI_CPU is not among them, so CPU data parallel with a product > 1 raises."""
+    for r in launched["ranks"]:
+        got = r["pc_multi_cpu"]
+        assert "raised" in got and got["raised"].startswith("ValueError") and "MULTI_CPU" in got["raised"], got
+    assert "FSDP1 and `MULTI_CPU` (CPU data parallel) raise" in text(PAP)
+    assert "on accelerator devices only (`MULTI_CPU` raises)" in text(MATRIX)
+    assert "any product > 1 on CPU data parallel (`MULTI_CPU`)" in text(TRB)
