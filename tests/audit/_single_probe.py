@@ -513,7 +513,9 @@ def _():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _validate_launch_command(args)
-    return {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, type(None)))}
+    out = {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, type(None)))}
+    out["_cuda_device_count"] = torch.cuda.device_count()
+    return out
 
 
 json.dump(out, sys.stdout, default=str)
