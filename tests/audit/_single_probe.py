@@ -518,4 +518,14 @@ def _():
     return out
 
 
+@case("pc_handlers")
+def _():
+    from accelerate.utils import DeepSpeedSequenceParallelConfig, TorchContextParallelConfig
+    return {"sp_attn": {v: raises(lambda v=v: DeepSpeedSequenceParallelConfig(sp_attn_implementation=v))
+                        for v in ("sdpa", "flash_attention_2", "flash_attention_3", "eager", "flex_attention",
+                                  "kernels-community/flash-attn")},
+            "cp_default": TorchContextParallelConfig().cp_comm_strategy,
+            "cp": {v: raises(lambda v=v: TorchContextParallelConfig(cp_comm_strategy=v)) for v in ("alltoall", "ring")}}
+
+
 json.dump(out, sys.stdout, default=str)

@@ -434,3 +434,13 @@ def test_parallelism_config_refused_under_multi_cpu(launched):
     assert "FSDP1 and `MULTI_CPU` (CPU data parallel) raise" in text(PAP)
     assert "on accelerator devices only (`MULTI_CPU` raises)" in text(MATRIX)
     assert "any product > 1 on CPU data parallel (`MULTI_CPU`)" in text(TRB)
+
+
+def test_sequence_and_context_parallel_handler_values(single):
+    h = single["pc_handlers"]
+    for ok in ("sdpa", "flash_attention_2", "flash_attention_3", "kernels-community/flash-attn"):
+        assert h["sp_attn"][ok] == "accepted", ok
+    for bad in ("eager", "flex_attention"):
+        assert h["sp_attn"][bad].startswith("ValueError"), bad
+    assert h["cp_default"] == "allgather" and h["cp"]["alltoall"] == "accepted" and h["cp"]["ring"].startswith("ValueError")
+    assert "`eager` and `flex_attention` raise" in text(PAP)
