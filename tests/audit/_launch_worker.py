@@ -1,18 +1,23 @@
 """One rank of a 2-process `accelerate launch --multi_gpu --num_processes 2` job on a CPU host
 (torchrun sets LOCAL_RANK; ACCELERATE_USE_CPU is not set). Run by test_run_claims.py; writes
-JSON to <argv[1]>/rank<r>.json.
+JSON to <argv[1]>/rank<r>.json. One launch answers many claims; each case is recorded (or its
+error) so the test names what failed.
 
-Part A, data parallel (the real `Accelerator(cpu=True)`, MULTI_CPU over gloo):
-  preparing the original model a second time, split_between_processes with padding,
-  end_training destroying the process group (checked last, in part C).
+Part A, data parallel (the real `Accelerator(cpu=True)`, MULTI_CPU over gloo): the environment
+  torchrun exported, a DDP comm hook registered at prepare, preparing the original model a second
+  time (and what save_state writes then), split_between_processes with padding, and a
+  ParallelismConfig under MULTI_CPU.
 Part B, DeepSpeed through the real `Accelerator` (DS_ACCELERATOR=cpu, gloo), one fresh
-  `AcceleratorState` per case:
+  `AcceleratorState` per case. accelerate 1.15.0 imports transformers for every DeepSpeed run;
+  the first case records that, then a two-name stand-in package lets the rest run.
   - zero1/zero2 with gradient_accumulation_steps 2: gradient bytes held after the first
-    (non-boundary) micro-batch, engine.step calls, the loss handed to engine.backward,
-    accumulation boundary per micro-batch, clip_grad_norm_ with a tiny max_norm;
+    (non-boundary) micro-batch and their scale, engine.step calls, the loss handed to
+    engine.backward, the accumulation boundary per micro-batch, clip_grad_norm_ with a tiny
+    max_norm; zero2 also save_state and DeepSpeed's zero_to_fp32;
   - a JSON without gradient_accumulation_steps next to Accelerator(gradient_accumulation_steps=4);
-  - a JSON with "auto" values: train_batch_size, gradient_clipping, bf16/fp16 enabled;
-  - a second Accelerator given another DeepSpeedPlugin without a reset.
+  - "auto" values (on a CPU host Accelerate counts 1 process under DeepSpeed, see ds_auto);
+  - a second Accelerator given another DeepSpeedPlugin without a reset;
+  - ZeRO-3 parameter persistence below stage3_param_persistence_threshold.
 Part C: end_training, then a collective.
 """
 from __future__ import annotations
