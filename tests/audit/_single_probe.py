@@ -417,6 +417,12 @@ def stub_transformers():
     sys.path.insert(0, str(root))
 
 
+@case("tp_config_before_stub")
+def _():
+    from accelerate.utils import TorchTensorParallelConfig
+    return raises(TorchTensorParallelConfig)
+
+
 @case("ds_single_process")
 def _():
     import importlib.util
@@ -436,6 +442,12 @@ def _():
     acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=1))
     r["distributed_type"] = str(acc.distributed_type)
     return r
+
+
+@case("tp_config_with_old_transformers")
+def _():
+    from accelerate.utils import TorchTensorParallelConfig
+    return raises(TorchTensorParallelConfig)  # the stand-in says 4.46.0
 
 
 # ------------------------------------------------------------------ LocalSGD and DDP hooks

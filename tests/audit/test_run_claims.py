@@ -444,3 +444,16 @@ def test_sequence_and_context_parallel_handler_values(single):
         assert h["sp_attn"][bad].startswith("ValueError"), bad
     assert h["cp_default"] == "allgather" and h["cp"]["alltoall"] == "accepted" and h["cp"]["ring"].startswith("ValueError")
     assert "`eager` and `flex_attention` raise" in text(PAP)
+
+
+def test_tensor_parallel_config_needs_transformers(single):
+    """TorchTensorParallelConfig.__post_init__ compares the transformers version before anything
+    else: without transformers it cannot be built, and below 4.52 it raises."""
+    before, old = single["tp_config_before_stub"], single["tp_config_with_old_transformers"]
+    if single["ds_single_process"]["transformers_installed"]:
+        assert not before.startswith("PackageNotFoundError")
+    else:
+        assert before.startswith("PackageNotFoundError")
+    assert old.startswith("ValueError: TP requires transformers >= 4.52")
+    assert "constructing the class at all needs transformers >= 4.52" in text(
+        SUB / "distributed-training-backends" / "references" / "api-reference.md")
