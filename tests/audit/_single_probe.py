@@ -1,0 +1,543 @@
+"""Single-process behaviour of the real `Accelerator`, plugins and CLI helpers on CPU, for the
+claims ledger. Run by test_run_claims.py as one subprocess (argv[1]: an empty work directory);
+prints one JSON object. Each key answers one question a reference makes a claim about.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import warnings
+from pathlib import Path
+
+WORK = Path(sys.argv[1])
+for k in [k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_"))]:
+    del os.environ[k]
+os.environ["HF_HOME"] = str(WORK / "hf")
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+from accelerate import Accelerator, DeepSpeedPlugin, FullyShardedDataParallelPlugin  # noqa: E402
+from accelerate.state import AcceleratorState, GradientState  # noqa: E402
+from accelerate.utils import (  # noqa: E402
+    AutocastKwargs, GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin, set_seed,
+)
+
+out: dict = {}
+
+
+def reset():
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+def err(exc):
+    return f"{type(exc).__name__}: {exc}"[:400]
+
+
+def case(name):
+    def deco(fn):
+        reset()
+        try:
+            out[name] = fn()
+        except Exception as exc:  # recorded; the test names the case
+            out[name] = {"probe_error": err(exc), "trace": traceback.format_exc()[-1200:]}
+        finally:
+            for k in [k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_"))]:
+                del os.environ[k]
+        return fn
+    return deco
+
+
+def raises(fn):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn()
+        return "accepted"
+    except Exception as exc:
+        return err(exc)
+
+
+# ------------------------------------------------------------------ precedence and defaults
+@case("mixed_precision")
+def _():
+    r = {"default": Accelerator().mixed_precision}
+    reset()
+    os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16"
+    r["env_only"] = Accelerator().mixed_precision
+    reset()
+    os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16"
+    r["arg_over_env"] = Accelerator(mixed_precision="no").mixed_precision
+    return r
+
+
+@case("grad_accum_defaults")
+def _():
+    r = {"default": Accelerator().gradient_accumulation_steps}
+    reset()
+    os.environ["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = "3"
+    r["env"] = Accelerator().gradient_accumulation_steps
+    reset()
+    r["plugin_and_steps"] = raises(lambda: Accelerator(gradient_accumulation_steps=2,
+                                                      gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=2)))
+    reset()
+    os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
+    os.environ["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = "auto"
+    r["auto_from_env"] = raises(Accelerator)
+    return r
+
+
+@case("plugin_env_merge")
+def _():
+    os.environ.update({"ACCELERATE_DEEPSPEED_ZERO_STAGE": "3", "ACCELERATE_GRADIENT_CLIPPING": "0.5",
+                       "FSDP_VERSION": "2", "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT",
+                       "FSDP_RESHARD_AFTER_FORWARD": "false", "PARALLELISM_CONFIG_DP_SHARD_SIZE": "4"})
+    ds = DeepSpeedPlugin(zero_stage=1, gradient_accumulation_steps=1)
+    fs = FullyShardedDataParallelPlugin(state_dict_type="SHARDED_STATE_DICT")
+    from accelerate import ParallelismConfig
+    pc = ParallelismConfig()
+    return {"ds_zero_stage_code": ds.zero_stage, "ds_clipping_env": ds.gradient_clipping,
+            "fsdp_version_env": fs.fsdp_version, "fsdp_state_dict_code": fs.state_dict_type.name,
+            "fsdp_reshard_env": fs.reshard_after_forward,
+            "pc_dp_shard_env": pc.dp_shard_size, "pc_tp_default": pc.tp_size, "pc_cp_default": pc.cp_size}
+
+
+# ------------------------------------------------------------------ accumulation on one process
+@case("accumulate")
+def _():
+    acc = Accelerator(gradient_accumulation_steps=2)
+    torch.manual_seed(0)
+    net = nn.Linear(3, 1, bias=False)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    ds = torch.utils.data.TensorDataset(torch.ones(3, 3))
+    model, opt, dl, sched = acc.prepare(net, opt, torch.utils.data.DataLoader(ds, batch_size=1), sched)
+    flags, weights, grads, sched_steps, lrs = [], [], [], [], []
+    w0 = float(net.weight.detach().sum())
+    for (x,) in dl:  # 3 micro-batches with k=2: the last one is a dataloader-end sync
+        with acc.accumulate(model):
+            loss = model(x).sum()
+            acc.backward(loss)
+            grads.append(float(net.weight.grad.sum()))
+            flags.append(acc.sync_gradients)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            weights.append(float(net.weight.detach().sum()))
+            sched_steps.append(sched.scheduler._step_count)
+            lrs.append(opt.param_groups[0]["lr"])
+    # plain loss.backward(): no division by k
+    net2 = nn.Linear(3, 1, bias=False)
+    net2.weight.data.copy_(torch.ones(1, 3))
+    net2(torch.ones(1, 3)).sum().backward()
+    r = {"flags": flags, "initial_weight": w0, "weights": weights, "grad_sums": grads, "sched_step_count": sched_steps, "lrs": lrs,
+         "plain_backward_grad_sum": float(net2.weight.grad.sum())}
+    acc.gradient_accumulation_steps = 3
+    r["settable"] = acc.gradient_accumulation_steps
+    return r
+
+
+@case("adjust_scheduler_true")
+def _():
+    acc = Accelerator(gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=2, adjust_scheduler=True))
+    net = nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    model, opt, sched = acc.prepare(net, opt, sched)
+    counts = [sched.scheduler._step_count]
+    for _ in range(2):
+        with acc.accumulate(model):
+            acc.backward(model(torch.ones(1, 2)).sum())
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            counts.append(sched.scheduler._step_count)
+    return {"step_counts": counts, "plugin_kwargs": acc.gradient_state.plugin_kwargs,
+            "state_adjust_scheduler": acc.gradient_state.adjust_scheduler}
+
+
+@case("sync_each_batch")
+def _():
+    plugin = GradientAccumulationPlugin(num_steps=2, sync_each_batch=True)
+    acc = Accelerator(gradient_accumulation_plugin=plugin)
+    net = nn.Linear(2, 1)
+    model = acc.prepare(net)
+    flags = []
+    for _ in range(3):
+        with acc.accumulate(model):
+            flags.append(acc.sync_gradients)
+    return {"flags": flags, "sync_with_dataloader_default": GradientAccumulationPlugin(num_steps=2).sync_with_dataloader,
+            "adjust_scheduler_default": GradientAccumulationPlugin(num_steps=2).adjust_scheduler}
+
+
+# ------------------------------------------------------------------ autocast, compile, seeds
+@case("autocast")
+def _():
+    r = {}
+    acc = Accelerator(mixed_precision="no")
+    with acc.autocast():
+        r["no_enabled"] = torch.is_autocast_enabled("cpu")
+    reset()
+    acc = Accelerator(mixed_precision="bf16")
+    r["bf16_state"] = acc.mixed_precision
+    with acc.autocast():
+        r["bf16_enabled"] = torch.is_autocast_enabled("cpu")
+    with acc.autocast(autocast_handler=AutocastKwargs(enabled=False)):
+        r["bf16_handler_off"] = torch.is_autocast_enabled("cpu")
+    model = acc.prepare(nn.Linear(4, 4))
+    y = model(torch.randn(2, 4))
+    r["prepared_output_dtype"] = str(y.dtype)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        r["plain_autocast_dtype"] = str(nn.Linear(4, 4)(torch.randn(2, 4)).dtype)
+    return r
+
+
+@case("dynamo_both")
+def _():
+    return raises(lambda: Accelerator(dynamo_backend="eager", dynamo_plugin=TorchDynamoPlugin(backend="eager")))
+
+
+@case("set_seed")
+def _():
+    Accelerator()
+    torch.use_deterministic_algorithms(False)
+    set_seed(1, deterministic=True)
+    r = {"deterministic": torch.are_deterministic_algorithms_enabled()}
+    torch.use_deterministic_algorithms(False)
+    set_seed(1)
+    a = torch.rand(1).item()
+    set_seed(1, device_specific=True)  # process_index 0 adds 0
+    r["device_specific_rank0_same"] = torch.rand(1).item() == a
+    return r
+
+
+# ------------------------------------------------------------------ checkpoint formats
+@case("save_formats")
+def _():
+    acc = Accelerator()
+    net = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 32))  # 4.2 KB each
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    model, opt = acc.prepare(net, opt)
+    r = {}
+    acc.save_state(str(WORK / "bin_state"), safe_serialization=False)
+    r["unsafe_state_files"] = sorted(p.name for p in (WORK / "bin_state").iterdir())
+    acc.save_model(model, str(WORK / "sharded"), max_shard_size="5KB")
+    r["sharded_files"] = sorted(p.name for p in (WORK / "sharded").iterdir())
+    acc.save_model(model, str(WORK / "sharded_bin"), max_shard_size="5KB", safe_serialization=False)
+    r["sharded_bin_files"] = sorted(p.name for p in (WORK / "sharded_bin").iterdir())
+    acc.save_model(model, str(WORK / "bin"), safe_serialization=False)
+    r["bin_files"] = sorted(p.name for p in (WORK / "bin").iterdir())
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4, bias=False)
+            self.b = nn.Linear(4, 4, bias=False)
+            self.b.weight = self.a.weight
+
+    tied = acc.prepare(Tied())
+    acc.save_model(tied, str(WORK / "tied"))
+    from safetensors.torch import load_file
+    r["tied_keys"] = sorted(load_file(str(WORK / "tied" / "model.safetensors")))
+    with torch.device("meta"):
+        meta = nn.Linear(2, 2)
+    r["meta"] = raises(lambda: acc.save_model(meta, str(WORK / "meta")))
+    return r
+
+
+@case("custom_objects")
+def _():
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def state_dict(self):
+            return {"n": self.n}
+
+        def load_state_dict(self, sd):
+            self.n = sd["n"]
+
+    acc = Accelerator()
+    r = {"bad_object": raises(lambda: acc.register_for_checkpointing(object()))}
+    c = Counter()
+    acc.register_for_checkpointing(c)
+    c.n = 7
+    acc.save_state(str(WORK / "custom"))
+    r["files"] = sorted(p.name for p in (WORK / "custom").iterdir())
+    c.n = 0
+    acc.load_state(str(WORK / "custom"))
+    r["restored"] = c.n
+    acc.register_for_checkpointing(Counter())
+    r["count_mismatch"] = raises(lambda: acc.load_state(str(WORK / "custom")))
+    return r
+
+
+@case("automatic_naming")
+def _():
+    pc = ProjectConfiguration(project_dir=str(WORK / "proj"), automatic_checkpoint_naming=True)
+    acc = Accelerator(project_config=pc)
+    acc.prepare(nn.Linear(2, 2))
+    acc.save_state(str(WORK / "ignored_dir"))
+    return {"ignored_dir_exists": (WORK / "ignored_dir").exists(),
+            "checkpoints": sorted(p.name for p in (WORK / "proj" / "checkpoints").iterdir()),
+            "iteration_after": acc.project_configuration.iteration,
+            "logging_dir_default": ProjectConfiguration(project_dir="p").logging_dir}
+
+
+# ------------------------------------------------------------------ trackers
+@case("tracker_dir")
+def _():
+    from accelerate.tracking import GeneralTracker, register_tracker_class
+
+    seen = {}
+
+    class DirTracker(GeneralTracker):
+        name = "audit_dir_tracker"
+        requires_logging_directory = True
+
+        def __init__(self, run_name, logging_dir, **kw):
+            super().__init__()
+            seen["args"] = [run_name, str(logging_dir), sorted(kw)]
+
+        @property
+        def tracker(self):
+            return None
+
+        def store_init_configuration(self, values):
+            seen["config"] = values
+
+        def log(self, values, step=None, **kw):
+            pass
+
+    register_tracker_class(DirTracker)
+    r = {"no_dir": raises(lambda: Accelerator(log_with="audit_dir_tracker"))}
+    reset()
+    acc = Accelerator(log_with="audit_dir_tracker", project_config=ProjectConfiguration(project_dir=str(WORK / "t")))
+    acc.init_trackers("proj", config={"lr": 1}, init_kwargs={"audit_dir_tracker": {"extra": 1}})
+    r["constructed_with"] = seen.get("args")
+    r["config_stored"] = seen.get("config")
+    r["trackers"] = [t.name for t in acc.trackers]
+    return r
+
+
+# ------------------------------------------------------------------ FSDP plugin checks on CPU
+@case("fsdp_plugin")
+def _():
+    from torch.distributed.fsdp import CPUOffload
+
+    r = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, backward_prefetch="BACKWARD_PRE")
+    r["fsdp2_backward_prefetch"] = None if p.backward_prefetch is None else str(p.backward_prefetch)
+    r["fsdp2_backward_prefetch_warned"] = any("backward_prefetch" in str(w.message) for w in caught)
+    r["fsdp2_default_state_dict"] = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True
+                                                                   ).state_dict_type.name
+    r["fsdp1_default_state_dict"] = FullyShardedDataParallelPlugin().state_dict_type.name
+    r["fsdp2_fsdp1_cpu_offload_object"] = raises(lambda: FullyShardedDataParallelPlugin(
+        fsdp_version=2, reshard_after_forward=True, cpu_offload=CPUOffload(offload_params=True)))
+    r["fsdp1_ac_offload"] = raises(lambda: FullyShardedDataParallelPlugin(activation_checkpointing_offload=True))
+    r["fsdp1_ac_offload_with_ac"] = raises(lambda: FullyShardedDataParallelPlugin(
+        activation_checkpointing=True, activation_checkpointing_offload=True))
+    from torch.distributed.fsdp import MixedPrecision
+    r["fsdp2_fsdp1_mixed_precision_object"] = raises(lambda: FullyShardedDataParallelPlugin(
+        fsdp_version=2, reshard_after_forward=True, mixed_precision_policy=MixedPrecision(param_dtype=torch.bfloat16)))
+    r["fsdp2_ac_offload_without_ac"] = raises(lambda: FullyShardedDataParallelPlugin(
+        fsdp_version=2, reshard_after_forward=True, activation_checkpointing_offload=True))
+    r["fsdp1_sync_module_states_on_cpu"] = raises(lambda: FullyShardedDataParallelPlugin(sync_module_states=True))
+    r["fsdp2_local_state_dict"] = raises(lambda: FullyShardedDataParallelPlugin(
+        fsdp_version=2, reshard_after_forward=True, state_dict_type="LOCAL_STATE_DICT"))
+    r["invalid_wrap_policy"] = raises(lambda: FullyShardedDataParallelPlugin(auto_wrap_policy="LAYER_WRAP"))
+    os.environ["FSDP_MIN_NUM_PARAMS"] = "1e8"
+    r["min_num_params_1e8"] = raises(lambda: FullyShardedDataParallelPlugin(auto_wrap_policy="SIZE_BASED_WRAP"))
+    del os.environ["FSDP_MIN_NUM_PARAMS"]
+    os.environ.update({"FSDP_VERSION": "2", "FSDP_RESHARD_AFTER_FORWARD": "FULL_SHARD"})
+    r["fsdp2_strategy_name_in_reshard"] = raises(FullyShardedDataParallelPlugin)
+    return r
+
+
+@case("to_fsdp2_v2_unchanged")
+def _():
+    from accelerate.commands.to_fsdp2 import convert_config_to_fsdp2
+    cfg = {"fsdp_config": {"fsdp_version": 2, "fsdp_reshard_after_forward": False, "fsdp_use_orig_params": True}}
+    return convert_config_to_fsdp2(json.loads(json.dumps(cfg))) == cfg
+
+
+# ------------------------------------------------------------------ DeepSpeed plugin (no engine)
+@case("ds_plugin")
+def _():
+    r = {}
+
+    def conflict():
+        p = DeepSpeedPlugin(hf_ds_config={"fp16": {"enabled": True}, "zero_optimization": {"stage": 2}})
+        p.set_mixed_precision("bf16")
+
+    r["json_fp16_vs_bf16"] = raises(conflict)
+    p = DeepSpeedPlugin(hf_ds_config={"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"},
+                                      "zero_optimization": {"stage": 2}})
+    p.set_mixed_precision("no")
+    r["auto_with_no"] = {"fp16": p.deepspeed_config["fp16"]["enabled"], "bf16": p.deepspeed_config["bf16"]["enabled"]}
+    p = DeepSpeedPlugin(hf_ds_config={"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}})
+    p.set_mixed_precision("bf16")
+    r["auto_with_bf16"] = p.deepspeed_config["bf16"]["enabled"]
+    r["msamp_zero3"] = raises(lambda: DeepSpeedPlugin(zero_stage=3, gradient_accumulation_steps=1, enable_msamp=True))
+    r["no_zero_block"] = raises(lambda: DeepSpeedPlugin(hf_ds_config={"train_micro_batch_size_per_gpu": 1}))
+    os.environ["ACCELERATE_DEEPSPEED_ZERO_STAGE"] = "2"
+    r["file_plus_inline_env"] = raises(lambda: DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 3}}))
+    del os.environ["ACCELERATE_DEEPSPEED_ZERO_STAGE"]
+    os.environ["ACCELERATE_MIXED_PRECISION"] = "no"
+    os.environ["ACCELERATE_CONFIG_DS_FIELDS"] = "deepspeed_config_file,mixed_precision"
+    r["file_plus_mixed_precision_no"] = raises(lambda: DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 3}}))
+    return r
+
+
+@case("ds_cpu_true_ignored")
+def _():
+    acc = Accelerator(cpu=True, deepspeed_plugin=DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=1))
+    return {"distributed_type": str(acc.distributed_type)}
+
+
+def stub_transformers():
+    """accelerate 1.15.0 imports transformers.integrations whenever a DeepSpeedPlugin is selected;
+    transformers is not pinned here, so a two-name stand-in (HfDeepSpeedConfig is accelerate's
+    own class) lets the rest of the path run for real."""
+    root = WORK / "stub"
+    (root / "transformers").mkdir(parents=True, exist_ok=True)
+    (root / "transformers" / "__init__.py").write_text("")
+    (root / "transformers" / "integrations.py").write_text(
+        "from accelerate.utils.deepspeed import HfDeepSpeedConfig\n"
+        "def unset_hf_deepspeed_config():\n    pass\n")
+    (root / "transformers-4.46.0.dist-info").mkdir(exist_ok=True)
+    (root / "transformers-4.46.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: transformers\nVersion: 4.46.0\n")
+    sys.path.insert(0, str(root))
+
+
+@case("tp_config_before_stub")
+def _():
+    from accelerate.utils import TorchTensorParallelConfig
+    return raises(TorchTensorParallelConfig)
+
+
+@case("ds_single_process")
+def _():
+    import importlib.util
+    r = {"transformers_installed": importlib.util.find_spec("transformers") is not None}
+    r["without_transformers"] = raises(lambda: Accelerator(
+        deepspeed_plugin=DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=1)))
+    reset()
+    os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
+    os.environ["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = "auto"
+    r["gas_auto_from_env_without_transformers"] = raises(Accelerator)
+    stub_transformers()
+    reset()
+    r["gas_auto_from_env"] = raises(Accelerator)
+    reset()
+    del os.environ["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"]
+    del os.environ["ACCELERATE_USE_DEEPSPEED"]
+    acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=1))
+    r["distributed_type"] = str(acc.distributed_type)
+    return r
+
+
+@case("tp_config_with_old_transformers")
+def _():
+    from accelerate.utils import TorchTensorParallelConfig
+    return raises(TorchTensorParallelConfig)  # the stand-in says 4.46.0
+
+
+# ------------------------------------------------------------------ LocalSGD and DDP hooks
+@case("local_sgd")
+def _():
+    from accelerate.local_sgd import LocalSGD
+    from accelerate.utils import DistributedType
+    acc = Accelerator(cpu=True)
+    net = acc.prepare(nn.Linear(2, 2))
+    r = {}
+    for dt in ("DEEPSPEED", "FSDP", "MEGATRON_LM", "XLA"):
+        acc.state.distributed_type = getattr(DistributedType, dt)
+        r[dt] = raises(lambda: LocalSGD(accelerator=acc, model=net, local_sgd_steps=2, enabled=True))
+    acc.state.distributed_type = DistributedType.NO
+    return r
+
+
+# ------------------------------------------------------------------ accelerate config default
+@case("config_default")
+def _():
+    from accelerate.commands.config.default import write_basic_config
+    path = WORK / "cfg" / "default_config.yaml"
+    first = write_basic_config(save_location=str(path))
+    written = json.loads(path.read_text())
+    path.write_text("sentinel: 1\n")
+    second = write_basic_config(save_location=str(path))
+    from accelerate.commands.config.config_args import load_config_from_file
+    jpath = WORK / "cfg" / "c.json"
+    jpath.write_text(json.dumps({"distributed_type": "NO", "mixed_precision": "no"}))
+    loaded = load_config_from_file(str(jpath))
+    return {"first_returns": first, "first_distributed_type": written.get("distributed_type"), "second_returns": second,
+            "unchanged": path.read_text() == "sentinel: 1\n", "json_loaded_type": type(loaded).__name__,
+            "json_compute_environment": str(loaded.compute_environment)}
+
+
+# ------------------------------------------------------------------ launch validation on odd YAML
+@case("launch_yaml")
+def _():
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import launch as L
+
+    def run(yaml_text, extra=()):
+        cfg = WORK / "launch.yaml"
+        cfg.write_text(yaml_text)
+        saved = dict(os.environ)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                args = launch_command_parser().parse_args(["--config_file", str(cfg), *extra, "train.py"])
+                _validate_launch_command(args)
+                L.prepare_multi_gpu_env(args)
+            return {"ok": True, "rdzv_endpoint": getattr(args, "rdzv_endpoint", None),
+                    "master_addr": getattr(args, "master_addr", None)}
+        except Exception as exc:
+            return err(exc)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    base = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\ndynamo_config: {}\n"
+    return {
+        "mixed_precision_bare_no": run(base + "num_processes: 2\nmixed_precision: no\n"),
+        "gpu_ids_int": run(base + "num_processes: 2\nmixed_precision: 'no'\ngpu_ids: 0\n"),
+        "no_num_processes": run(base + "mixed_precision: 'no'\n"),
+        "multinode_no_ip": run(base + "num_processes: 4\nnum_machines: 2\nmachine_rank: 1\nmixed_precision: 'no'\n"),
+    }
+
+
+@case("launch_defaults")
+def _():
+    """Effective values after accelerate's own validation of `accelerate launch train.py` with no
+    config file (HF_HOME is an empty directory) on this CPU host."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    args = launch_command_parser().parse_args(["train.py"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _validate_launch_command(args)
+    out = {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, type(None)))}
+    out["_cuda_device_count"] = torch.cuda.device_count()
+    return out
+
+
+@case("pc_handlers")
+def _():
+    from accelerate.utils import DeepSpeedSequenceParallelConfig, TorchContextParallelConfig
+    return {"sp_attn": {v: raises(lambda v=v: DeepSpeedSequenceParallelConfig(sp_attn_implementation=v))
+                        for v in ("sdpa", "flash_attention_2", "flash_attention_3", "eager", "flex_attention",
+                                  "kernels-community/flash-attn")},
+            "cp_default": TorchContextParallelConfig().cp_comm_strategy,
+            "cp": {v: raises(lambda v=v: TorchContextParallelConfig(cp_comm_strategy=v)) for v in ("alltoall", "ring")}}
+
+
+json.dump(out, sys.stdout, default=str)
