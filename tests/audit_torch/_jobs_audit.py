@@ -61,6 +61,12 @@ def section_groups(rank, world, r, tmp):
     else:
         time.sleep(5)
     dist.barrier()
+    # different collectives on the two ranks without TORCH_DISTRIBUTED_DEBUG=DETAIL
+    g = dist.new_group(timeout=SHORT)
+    t = torch.ones(2) * (rank + 1)
+    r["op_mismatch_off"] = capture(lambda: (dist.all_reduce(t, group=g) if rank == 0
+                                            else dist.broadcast(t, src=1, group=g), t.tolist())[1])
+    dist.barrier()
 
 
 # --------------------------------------------------------------------------- DDP

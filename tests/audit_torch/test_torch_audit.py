@@ -52,6 +52,14 @@ def test_barrier_with_a_missing_rank_times_out_without_naming_it(audit_job):
     assert "Timed out waiting 3000ms" in msg and not re.search(r"\brank 1\b", msg, re.I)
 
 
+def test_op_mismatch_without_detail_times_out(audit_job):
+    """all_reduce on rank 0, broadcast on rank 1, TORCH_DISTRIBUTED_DEBUG unset: no mismatch check, a timeout."""
+    res = [r["op_mismatch_off"] for r in ranks(audit_job)]
+    assert all("error" in x for x in res), res
+    assert any("Timed out waiting 3000ms" in x["error"]["msg"] for x in res), res
+    assert not any("mismatch" in x["error"]["msg"].lower() for x in res)     # a peer may see "Connection closed"
+
+
 def test_backend_constants_of_this_wheel():
     assert dist.Backend.backend_list == ["undefined", "gloo", "nccl", "xccl", "ucc", "mpi", "fake"]
     cap = dist.Backend.backend_capability
