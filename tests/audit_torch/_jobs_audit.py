@@ -228,6 +228,27 @@ def section_fsdp(rank, world, r, tmp):
     r["async_save_files"] = sorted(os.listdir(ck))
 
 
+def section_fsdp_extra_forward(rank, world, r, tmp):
+    """FSDP2 on a 3 s group: rank 0 runs one forward more than rank 1 (generation stopping early)."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    g = dist.new_group(timeout=SHORT)
+    mesh = DeviceMesh.from_group(g, "cpu")
+    torch.manual_seed(0)
+    m = Tiny()
+    fully_shard(m.l1, mesh=mesh); fully_shard(m.l2, mesh=mesh); fully_shard(m, mesh=mesh)
+    steps = 2 if rank == 0 else 1
+
+    def run():
+        with torch.no_grad():
+            for _ in range(steps):
+                m(torch.ones(1, 6))
+        return steps
+    r["fsdp_extra_forward"] = capture(run)
+    if rank != 0:
+        time.sleep(5)
+
+
 # --------------------------------------------------------------------------- sampler
 
 def section_sampler(rank, world, r, tmp):
@@ -239,7 +260,7 @@ def section_sampler(rank, world, r, tmp):
         r["sampler_epochs"][str(epoch)] = list(s)
 
 
-JOBS = {"audit": [section_groups, section_ddp, section_fsdp, section_sampler]}
+JOBS = {"audit": [section_groups, section_ddp, section_fsdp, section_fsdp_extra_forward, section_sampler]}
 
 
 def dump(r, job, rank, outdir):
