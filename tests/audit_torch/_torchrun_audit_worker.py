@@ -2,7 +2,7 @@
 
 python -m torch.distributed.run --standalone --nproc-per-node 2 _torchrun_audit_worker.py MODE
 MODE record:  rank 0 prints a traceback of its own at once and keeps running; rank 1 raises
-              ValueError 2 s later inside a function decorated with @record.
+              ValueError after that (a marker file in the working directory) inside a function decorated with @record.
 MODE sigkill: rank 1 kills itself with SIGKILL (what the host OOM killer does); rank 0 keeps running.
 Rank 0 sleeps at most 60 s, so a launcher that never stops it still ends.
 """
@@ -25,9 +25,14 @@ def main():
             except RuntimeError:
                 traceback.print_exc()
                 sys.stderr.flush()
+            open("rank0_printed", "w").close()         # cwd is the test's own folder
         time.sleep(60)
         return
-    time.sleep(2)
+    if mode == "record":                               # fail only after rank 0's error is out
+        end = time.monotonic() + 60
+        while not os.path.exists("rank0_printed") and time.monotonic() < end:
+            time.sleep(0.05)
+    time.sleep(1)
     if mode == "record":
         raise ValueError("rank 1 failed under record")
     os.kill(os.getpid(), signal.SIGKILL)

@@ -35,7 +35,7 @@ def _torchrun(tmp_path_factory, mode):
 
 @pytest.fixture(scope="session")
 def torchrun_record(tmp_path_factory):
-    """rank 0 prints an error first and keeps running; rank 1 raises under @record 2 s later."""
+    """rank 0 prints an error first and keeps running; rank 1 raises under @record once rank 0 has printed."""
     return _torchrun(tmp_path_factory, "record")
 
 
