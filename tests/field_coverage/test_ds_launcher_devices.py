@@ -42,11 +42,12 @@ def workers(tmp_path_factory):
     info = base64.urlsafe_b64encode(json.dumps({"localhost": [1, 3]}).encode()).decode()
     env = dict(os.environ, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="5,6,7")
     proc = subprocess.run([sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={info}",
-                           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(HERE / "_envprint.py")],
+                           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(HERE / "_envprint.py"),
+                           str(scratch)],
                           env=env, cwd=scratch, capture_output=True, text=True, timeout=300)
-    got = [json.loads(l[4:]) for l in proc.stdout.splitlines() if l.startswith("ENV ")]
-    assert proc.returncode == 0 and len(got) == 2, (proc.stdout + proc.stderr)[-3000:]
-    return sorted(got, key=lambda d: d["LOCAL_RANK"])
+    files = sorted(scratch.glob("env_*.json"))
+    assert proc.returncode == 0 and len(files) == 2, (proc.stdout + proc.stderr)[-3000:]
+    return [json.loads(f.read_text()) for f in files]
 
 
 def test_default_uses_every_device(cases):
