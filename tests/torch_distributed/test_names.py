@@ -78,6 +78,12 @@ CALLABLES = {
     "allreduce_hook": default_hooks.allreduce_hook, "fp16_compress_hook": default_hooks.fp16_compress_hook,
     "bf16_compress_hook": default_hooks.bf16_compress_hook, "get_args_parser": get_args_parser,
     "timedelta": datetime.timedelta, "Shard": torch.distributed.tensor.Shard,
+    "Replicate": torch.distributed.tensor.Replicate, "Partial": torch.distributed.tensor.Partial,
+    "distribute_tensor": torch.distributed.tensor.distribute_tensor,
+    "DTensor.from_local": torch.distributed.tensor.DTensor.from_local,
+    "full_tensor": torch.distributed.tensor.DTensor.full_tensor,
+    "redistribute": torch.distributed.tensor.DTensor.redistribute,
+    "init_device_mesh": importlib.import_module("torch.distributed.device_mesh").init_device_mesh,
     "to_local": torch.distributed.tensor.DTensor.to_local, "state_dict": torch.nn.Module.state_dict,
     "backward": torch.Tensor.backward, "wait": dist.Work.wait, "work.wait": dist.Work.wait,
     "set_debug_level_from_env": dist.set_debug_level_from_env,
@@ -196,7 +202,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 10  # 9 + schedulers-slurm-kubernetes.md
+    assert len(DOCS) == 11  # 9 + schedulers-slurm-kubernetes.md + dtensor.md
     for p in DOCS:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")

@@ -1,0 +1,173 @@
+"""Runs under `torchrun --nproc_per_node 2` with DS_ACCELERATOR=cpu (gloo). Each rank records what
+ZeRO-3 does to parameters, gathering, saving and Accelerate's DeepSpeed path, and rank 0 writes
+the observations as JSON to the path in argv[1] (read by test_zero3_parameters.py)."""
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import deepspeed
+import torch.distributed as dist
+
+deepspeed.init_distributed(dist_backend="gloo")
+RANK = dist.get_rank()
+OUT = {}
+
+
+def cfg(**zero):
+    return {"train_micro_batch_size_per_gpu": 1, "zero_allow_untested_optimizer": True,
+            "zero_optimization": {"stage": 3, **zero},
+            "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}
+
+
+def shapes(sd):
+    return {k: list(v.shape) for k, v in sd.items()}
+
+
+def every_rank(value):
+    got = [None] * dist.get_world_size()
+    dist.all_gather_object(got, value)
+    return got
+
+
+# 1. construction under zero.Init
+torch.manual_seed(0)
+with deepspeed.zero.Init(config_dict_or_path=cfg()):
+    lin = torch.nn.Linear(5, 3)
+w = lin.weight
+OUT["init"] = {"shape": list(w.shape), "numel": w.numel(), "ds_shape": list(w.ds_shape),
+               "ds_numel": w.ds_numel, "status": w.ds_status.name,
+               "local_shard_numel": every_rank(w.ds_tensor.numel())}
+
+# 2. gathering, and writes with and without modifier_rank
+with deepspeed.zero.GatheredParameters([w]):
+    OUT["gathered_shape"] = every_rank(list(w.shape))
+    before = float(w.sum())
+OUT["after_exit_shape"] = list(w.shape)
+with deepspeed.zero.GatheredParameters([w], modifier_rank=None):
+    if RANK == 0:
+        w.data.fill_(7.0)
+with deepspeed.zero.GatheredParameters([w]):
+    OUT["write_modifier_none"] = every_rank(round(float(w.sum()) - before, 6))
+with deepspeed.zero.GatheredParameters([w], modifier_rank=0):
+    if RANK == 0:
+        w.data.fill_(1.0)
+with deepspeed.zero.GatheredParameters([w]):
+    OUT["write_modifier_0"] = every_rank(float(w.sum()))
+
+with deepspeed.zero.Init(config_dict_or_path=cfg(enable_sanity_checks=True)):
+    lin2 = torch.nn.Linear(5, 3)
+def sanity(write):
+    try:
+        with deepspeed.zero.GatheredParameters([lin2.weight], modifier_rank=None):
+            if RANK == 0:
+                write(lin2.weight)
+        return None
+    except RuntimeError as e:
+        return str(e)
+
+
+def through_data(p):
+    p.data.add_(1.0)
+
+
+def in_place(p):
+    with torch.no_grad():
+        p.add_(1.0)
+
+
+OUT["sanity_data_write_error"] = sanity(through_data)
+OUT["sanity_in_place_error"] = sanity(in_place)
+
+# 3. a model built without zero.Init is partitioned by deepspeed.initialize
+plain = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 1))
+OUT["plain_before_initialize"] = list(plain[0].weight.shape)
+eng, _, _, _ = deepspeed.initialize(model=plain, model_parameters=plain.parameters(), config=cfg())
+OUT["plain_after_initialize"] = list(eng.module[0].weight.shape)
+loss = eng(torch.ones(2, 5)).sum()
+eng.backward(loss)
+eng.step()
+OUT["forward_ok"] = bool(torch.isfinite(loss))
+OUT["persist_flags"] = sorted({bool(p.ds_persist) for p in eng.module.parameters()})
+OUT["module_state_dict_small_params"] = shapes(eng.module.state_dict())
+big = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 1))
+eng0, _, _, _ = deepspeed.initialize(model=big, model_parameters=big.parameters(),
+                                     config=cfg(stage3_param_persistence_threshold=0))
+loss = eng0(torch.ones(2, 5)).sum()
+eng0.backward(loss)
+eng0.step()
+OUT["module_state_dict"] = every_rank(shapes(eng0.module.state_dict()))
+
+# 4. getting weights out
+tmp = tempfile.mkdtemp() if RANK == 0 else None
+tmp = every_rank(tmp)[0]
+OUT["save_16bit_flag_off"] = eng.save_16bit_model(os.path.join(tmp, "off"))
+OUT["save_16bit_flag_off_file"] = os.path.exists(os.path.join(tmp, "off", "pytorch_model.bin"))
+sd16 = eng._zero3_consolidated_16bit_state_dict()
+OUT["consolidated_per_rank"] = every_rank(shapes(sd16) if sd16 else sd16)
+eng.save_checkpoint(os.path.join(tmp, "ckpt"))
+dist.barrier()
+if RANK == 0:
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    fp32 = get_fp32_state_dict_from_zero_checkpoint(os.path.join(tmp, "ckpt"))
+    OUT["zero_to_fp32"] = {k: [list(v.shape), str(v.dtype)] for k, v in fp32.items()}
+
+on = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 1))
+eng_on, _, _, _ = deepspeed.initialize(model=on, model_parameters=on.parameters(),
+                                       config=cfg(stage3_gather_16bit_weights_on_model_save=True))
+OUT["save_16bit_flag_on"] = eng_on.save_16bit_model(os.path.join(tmp, "on"))
+dist.barrier()
+if RANK == 0:
+    sd = torch.load(os.path.join(tmp, "on", "pytorch_model.bin"), weights_only=True)
+    OUT["save_16bit_flag_on_file"] = shapes(sd)
+
+# 5. Accelerate's DeepSpeed path
+from accelerate import Accelerator
+from accelerate.utils import DeepSpeedPlugin
+from accelerate.utils.imports import is_transformers_available
+
+p = DeepSpeedPlugin(zero_stage=3)
+OUT["accelerate_zero3_init_flag_default"] = p.zero3_init_flag
+OUT["transformers_available"] = is_transformers_available()
+try:
+    p.set_deepspeed_weakref()
+    OUT["weakref_error"] = None
+    from transformers.integrations import is_deepspeed_zero3_enabled
+    OUT["transformers_sees_zero3"] = is_deepspeed_zero3_enabled()
+except Exception as e:  # accelerate raises a bare Exception without transformers
+    OUT["weakref_error"] = str(e)
+
+try:
+    acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=3, zero3_init_flag=False))
+    OUT["accelerator_error"] = None
+except Exception as e:  # without transformers: importlib.metadata.PackageNotFoundError
+    OUT["accelerator_error"] = f"{type(e).__name__}: {e}"
+    # Forcing past it: the weak reference only tells Transformers' from_pretrained about ZeRO-3;
+    # nothing below loads a Transformers model, so a no-op lets the real prepare/get_state_dict run.
+    from accelerate.state import AcceleratorState, GradientState
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    DeepSpeedPlugin.set_deepspeed_weakref = lambda self: None
+    acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=3, zero3_init_flag=False))
+OUT["accelerate_distributed_type"] = str(acc.distributed_type)
+m1, m2 = torch.nn.Linear(5, 3), torch.nn.Linear(5, 3)
+try:
+    acc.prepare(m1, m2, torch.optim.SGD(m1.parameters(), lr=0.1))
+    OUT["two_models_error"] = None
+except AssertionError as e:
+    OUT["two_models_error"] = str(e)
+# get_state_dict on the engines built above (it reads the plugin's stage and the engine's flag)
+acc.deepspeed_config = acc.state.deepspeed_plugin.deepspeed_config  # what _prepare_deepspeed sets
+try:
+    acc.get_state_dict(eng)
+    OUT["get_state_dict_error"] = None
+except ValueError as e:
+    OUT["get_state_dict_error"] = str(e)
+full = acc.get_state_dict(eng_on)
+OUT["get_state_dict_flag_on"] = every_rank(shapes(full) if full else full)
+
+if RANK == 0:
+    with open(sys.argv[1], "w") as f:
+        json.dump(OUT, f, indent=1, sort_keys=True)
+dist.barrier()

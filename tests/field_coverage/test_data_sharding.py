@@ -1,0 +1,82 @@
+"""Every behaviour claim of sub-skills/training-loop-integration/references/iterable-datasets.md, shown by
+one run of _data_probe.py under torchrun with 2 gloo ranks (accelerate 1.15.0, Accelerator(cpu=True))."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PROBE = HERE / "_data_probe.py"
+DOC = REPO / "sub-skills" / "training-loop-integration" / "references" / "iterable-datasets.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def obs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "obs.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.pop("ACCELERATE_USE_CPU", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(PROBE), str(out)]
+    proc = subprocess.run(cmd, env=env, cwd=out.parent, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_two_real_ranks(obs):
+    assert obs["distributed_type"] == "DistributedType.MULTI_CPU" and obs["num_processes"] == 2
+
+
+def test_map_style_round_robin_batches_padded_from_the_start(obs):
+    assert obs["map_default"] == [[[0, 1], [4, 5], [8, 9]], [[2, 3], [6, 7], [0, 1]]]
+
+
+def test_map_style_even_batches_off_leaves_ranks_uneven(obs):
+    assert obs["map_uneven_no_pad"] == [[[0, 1], [4, 5], [8, 9]], [[2, 3], [6, 7]]]
+
+
+def test_split_batches_divides_the_batch(obs):
+    assert obs["map_split_batches"] == [[[0, 1], [4, 5]], [[2, 3], [6, 7]]]
+
+
+def test_iterable_default_reads_only_rank0_stream(obs):
+    assert obs["iterable_default_class"] == "DataLoaderDispatcher"
+    assert obs["iterable_default"] == [[[0, 1], [4, 5]], [[2, 3], [6, 7]]]  # rank 1's items (100+) never seen
+    assert obs["iterable_default_reads"] == [1, 0]
+
+
+def test_iterable_without_dispatch_keeps_a_slice_of_each_rank_stream(obs):
+    assert obs["iterable_shard_class"] == "DataLoaderShard/IterableDatasetShard"
+    assert obs["iterable_shard"] == [[[0, 1], [4, 5]], [[102, 103], [106, 107]]]  # half of each stream dropped
+    assert obs["iterable_shard_reads"] == [1, 1]  # each rank reads its whole stream
+
+
+def test_unprepared_loader_keeps_the_per_rank_stream(obs):
+    assert obs["iterable_unprepared"] == [[[0, 1], [2, 3], [4, 5], [6, 7]],
+                                          [[100, 101], [102, 103], [104, 105], [106, 107]]]
+
+
+def test_no_opt_out_flag_in_this_accelerate():
+    import accelerate.data_loader as dl
+    from accelerate.utils import DataLoaderConfiguration
+    assert "shard_iterable_dataset" not in dl.prepare_data_loader.__code__.co_varnames
+    assert not hasattr(DataLoaderConfiguration(), "shard_iterable_dataset")
+
+
+def test_reference_states_what_the_run_shows():
+    text = DOC.read_text()
+    for phrase in ["`DataLoaderDispatcher`", "`IterableDatasetShard`", "never read", "dispatch_batches=False",
+                   "split_batches=True", "do not pass it to `prepare`"]:
+        assert phrase in text, phrase

@@ -1,0 +1,77 @@
+"""Behaviour claims of sub-skills/distributed-training-backends/references/deepspeed-checkpoint-loading.md:
+one gloo rank with DS_ACCELERATOR=cpu (deepspeed 0.19.8) saves two checkpoints at ZeRO stages 2
+and 3 and loads them back with the load_checkpoint options."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-checkpoint-loading.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def res(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("dsckpt")
+    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
+                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+                           str(HERE / "_ds_ckpt_probe.py"), str(scratch)],
+                          env=env, cwd=scratch, capture_output=True, text=True, timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    out = json.loads(lines[-1][len("RESULT "):])
+    out["log"] = proc.stdout + proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("stage", ["stage2", "stage3"])
+def test_tags_and_latest(res, stage):
+    r = res[stage]
+    assert r["tags"] == ["global_step1", "global_step2"] and r["latest"] == "global_step2"
+    assert len({r["fresh"], r["first"], r["second"]}) == 3  # the three weight states are distinguishable
+    assert r["default"]["weights"] == r["second"]
+    assert r["tag_step1"]["weights"] == r["first"]
+
+
+@pytest.mark.parametrize("stage", ["stage2", "stage3"])
+def test_missing_latest_loads_nothing(res, stage):
+    r = res[stage]
+    assert r["no_latest"] == {"path": None, "weights": r["fresh"]}
+    assert "Unable to find latest file at" in res["log"]
+
+
+def test_stage2_options_honour_the_tag(res):
+    r = res["stage2"]
+    assert r["tag_step1_no_optim"]["weights"] == r["first"]
+    assert r["tag_step1_module_only"]["weights"] == r["first"]
+
+
+def test_stage3_no_optimizer_states_reads_latest_not_the_tag(res):
+    r = res["stage3"]
+    assert r["tag_step1_no_optim"]["weights"] == r["second"]
+
+
+def test_stage3_module_only_loads_no_weights(res):
+    r = res["stage3"]
+    assert r["tag_step1_module_only"]["weights"] == r["fresh"]
+
+
+def test_reference_states_what_the_run_shows():
+    text = DOC.read_text()
+    for phrase in ["Unable to find latest file at", "`(None, None)`", "`load_module_only=True`",
+                   "`load_optimizer_states=False`", "whatever `latest` names", "keeps its freshly initialised weights"]:
+        assert phrase in text, phrase

@@ -1,0 +1,98 @@
+"""Behaviour claims of sub-skills/distributed-training-backends/references/deepspeed-launcher-devices.md:
+the `deepspeed` runner's device selection (runner.main with a stand-in device count and a recorded
+Popen) and what deepspeed.launcher.launch gives each worker (a real launch with DS_ACCELERATOR=cpu,
+whose accelerator sets CUDA_VISIBLE_DEVICES the same way as the CUDA one)."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-launcher-devices.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("dslaunch")
+    env = dict(os.environ, DS_ACCELERATOR="cpu")
+    proc = subprocess.run([sys.executable, str(HERE / "_ds_launcher_probe.py"), str(scratch)], env=env,
+                          cwd=scratch, capture_output=True, text=True, timeout=300)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("dsworkers")
+    info = base64.urlsafe_b64encode(json.dumps({"localhost": [1, 3]}).encode()).decode()
+    env = dict(os.environ, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="5,6,7")
+    proc = subprocess.run([sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={info}",
+                           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(HERE / "_envprint.py"),
+                           str(scratch)],
+                          env=env, cwd=scratch, capture_output=True, text=True, timeout=300)
+    files = sorted(scratch.glob("env_*.json"))
+    assert proc.returncode == 0 and len(files) == 2, (proc.stdout + proc.stderr)[-3000:]
+    return [json.loads(f.read_text()) for f in files]
+
+
+def test_default_uses_every_device(cases):
+    assert cases["plain"]["world_info"] == {"localhost": [0, 1, 2, 3]}
+
+
+def test_cuda_visible_devices_becomes_include_and_is_removed(cases):
+    assert cases["cvd_1_3"] == {"world_info": {"localhost": [1, 3]}, "cvd_for_launch": None}
+
+
+def test_any_resource_flag_drops_cuda_visible_devices(cases):
+    # CUDA_VISIBLE_DEVICES=1,3 with --num_gpus 1 runs on device 0
+    assert cases["cvd_1_3_with_num_gpus"] == {"world_info": {"localhost": [0]}, "cvd_for_launch": None}
+
+
+def test_include_and_exclude(cases):
+    assert cases["include_1_3"]["world_info"] == {"localhost": [1, 3]}
+    assert cases["exclude_0"]["world_info"] == {"localhost": [1, 2, 3]}
+
+
+def test_include_with_num_gpus_is_rejected(cases):
+    assert cases["include_with_num_gpus"]["error"] == "ValueError: Cannot specify num_nodes/gpus with include/exclude"
+
+
+def test_ids_must_exist_in_the_pool(cases):
+    assert cases["include_beyond_count"]["error"] == "ValueError: No slot '2' specified on host 'localhost'"
+
+
+def test_hostfile_ignores_cuda_visible_devices(cases):
+    assert cases["hostfile_cvd_1_3"] == {"world_info": {"localhost": [0, 1, 2, 3]}, "cvd_for_launch": "1,3"}
+
+
+def test_missing_hostfile_falls_back_to_local(cases):
+    assert cases["missing_hostfile"]["world_info"] == {"localhost": [0, 1]}
+
+
+def test_launch_sets_visible_devices_and_local_rank(workers):
+    assert workers == [
+        {"CUDA_VISIBLE_DEVICES": "1,3", "LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "2"},
+        {"CUDA_VISIBLE_DEVICES": "1,3", "LOCAL_RANK": "1", "RANK": "1", "WORLD_SIZE": "2"},
+    ]
+
+
+def test_reference_states_what_the_runs_show():
+    text = DOC.read_text()
+    for phrase in ["Cannot specify num_nodes/gpus with include/exclude", "No slot '2' specified on host 'localhost'",
+                   "silently ignored", "`LOCAL_RANK`", "`--include localhost:1,3`", "`/job/hostfile`"]:
+        assert phrase in text, phrase

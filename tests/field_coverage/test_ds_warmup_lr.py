@@ -1,0 +1,61 @@
+"""Behaviour claims of sub-skills/distributed-training-backends/references/deepspeed-warmup-lr.md:
+the learning rate each optimizer step uses under a WarmupLR `scheduler` section (one gloo rank,
+DS_ACCELERATOR=cpu, deepspeed 0.19.8)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DOC = HERE.parents[1] / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-warmup-lr.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lrs(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("warmup")
+    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
+                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+                           str(HERE / "_ds_warmup_probe.py")],
+                          env=env, cwd=scratch, capture_output=True, text=True, timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_default_is_log_warmup_to_the_optimizer_lr_after_two_zero_steps(lrs):
+    assert lrs["defaults"] == [0.0, 0.0, 5e-06, 7.92481e-06, 1e-05, 1e-05]
+
+
+def test_linear_warmup(lrs):
+    assert lrs["linear"] == [0.0, 0.0, 2.5e-06, 5e-06, 7.5e-06, 1e-05]
+
+
+def test_explicit_max_lr_replaces_the_optimizer_lr(lrs):
+    assert lrs["explicit_max"] == [0.0, 0.0, 0.0025, 0.005, 0.0075, 0.01]
+
+
+def test_docstring_default_is_stale_in_this_version():
+    import inspect
+    from deepspeed.runtime.lr_schedules import WarmupLR
+    assert inspect.signature(WarmupLR.__init__).parameters["warmup_max_lr"].default is None
+    assert "Default: 0.001" in WarmupLR.__doc__ or "Default: 0.001" in (WarmupLR.__init__.__doc__ or "")
+
+
+def test_reference_states_what_the_run_shows():
+    text = DOC.read_text()
+    for phrase in ["0, 0, 5e-06, 7.92e-06, 1e-05", "0, 0, 2.5e-06, 5e-06, 7.5e-06, 1e-05", "`warmup_max_lr`",
+                   "first two optimizer steps", "docstring"]:
+        assert phrase in text, phrase

@@ -1,0 +1,136 @@
+"""Every behaviour claim of sub-skills/distributed-training-backends/references/zero3-parameters.md
+that has a CPU path, shown by one run of _zero3_probe.py under torchrun with 2 gloo ranks and
+DS_ACCELERATOR=cpu (deepspeed 0.19.8, accelerate 1.15.0)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PROBE = HERE / "_zero3_probe.py"
+DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "zero3-parameters.md"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def obs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("zero3") / "obs.json"
+    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(PROBE), str(out)]
+    proc = subprocess.run(cmd, env=env, cwd=out.parent, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_partitioned_parameter_shape(obs):
+    init = obs["init"]
+    assert init["shape"] == [0] and init["numel"] == 0
+    assert init["ds_shape"] == [3, 5] and init["ds_numel"] == 15
+    assert init["status"] == "NOT_AVAILABLE"
+    assert init["local_shard_numel"] == [8, 8]  # ceil(15 / 2) on each rank
+
+
+def test_gather_restores_then_repartitions(obs):
+    assert obs["gathered_shape"] == [[3, 5], [3, 5]]
+    assert obs["after_exit_shape"] == [0]
+
+
+def test_write_without_modifier_rank_is_dropped(obs):
+    assert obs["write_modifier_none"] == [0.0, 0.0]
+
+
+def test_write_with_modifier_rank_reaches_every_rank(obs):
+    assert obs["write_modifier_0"] == [15.0, 15.0]  # rank 0 filled 15 elements with 1.0
+
+
+def test_sanity_checks_catch_in_place_ops_but_not_writes_through_data(obs):
+    assert obs["sanity_data_write_error"] is None
+    assert "Detected in-place modification of ZeRO-3 parameters inside GatheredParameters" in obs["sanity_in_place_error"]
+
+
+def test_initialize_partitions_a_plain_model(obs):
+    assert obs["plain_before_initialize"] == [4, 5]
+    assert obs["plain_after_initialize"] == [0]
+    assert obs["forward_ok"] is True
+
+
+def test_plain_state_dict_is_empty_for_partitioned_params(obs):
+    for rank in obs["module_state_dict"]:
+        assert rank and all(s == [0] for s in rank.values())
+
+
+def test_small_params_persist_whole_after_first_forward(obs):
+    # every parameter of the tiny model is below stage3_param_persistence_threshold (100000 elements)
+    assert obs["persist_flags"] == [True]
+    assert obs["module_state_dict_small_params"] == {"0.weight": [4, 5], "0.bias": [4], "1.weight": [1, 4], "1.bias": [1]}
+
+
+def test_save_16bit_model_needs_the_gather_key(obs):
+    assert obs["save_16bit_flag_off"] is False and obs["save_16bit_flag_off_file"] is False
+    assert obs["save_16bit_flag_on"] is True
+    assert obs["save_16bit_flag_on_file"] == {"0.weight": [4, 5], "0.bias": [4], "1.weight": [1, 4], "1.bias": [1]}
+
+
+def test_consolidated_state_dict_is_full_on_rank0(obs):
+    assert obs["consolidated_per_rank"][0] == {"0.weight": [4, 5], "0.bias": [4], "1.weight": [1, 4], "1.bias": [1]}
+    assert not obs["consolidated_per_rank"][1]
+
+
+def test_zero_to_fp32_rebuilds_full_fp32_weights(obs):
+    got = obs["zero_to_fp32"]
+    assert {k: v[0] for k, v in got.items()} == {"0.weight": [4, 5], "0.bias": [4], "1.weight": [1, 4], "1.bias": [1]}
+    assert {v[1] for v in got.values()} == {"torch.float32"}
+
+
+def test_accelerate_get_state_dict(obs):
+    assert "Cannot get 16bit model weights because `stage3_gather_16bit_weights_on_model_save`" in obs["get_state_dict_error"]
+    rank0, rank1 = obs["get_state_dict_flag_on"]
+    assert rank0["0.weight"] == [4, 5] and not rank1  # full on rank 0 only
+
+
+def test_accelerate_rejects_two_models_in_one_prepare(obs):
+    assert "You can't use same `Accelerator()` instance with multiple models when using DeepSpeed" in obs["two_models_error"]
+
+
+def test_zero3_init_flag_and_the_transformers_requirement(obs):
+    assert obs["accelerate_zero3_init_flag_default"] is True
+    assert obs["accelerate_distributed_type"] == "DistributedType.DEEPSPEED"
+    if obs["transformers_available"]:
+        assert obs["weakref_error"] is None and obs["transformers_sees_zero3"] is True
+        assert obs["accelerator_error"] is None
+    else:
+        assert "requires Transformers to be installed" in obs["weakref_error"]
+        assert obs["accelerator_error"].startswith("PackageNotFoundError")
+
+
+def test_reference_states_what_the_run_shows():
+    text = DOC.read_text()
+    for phrase in ["ceil(`ds_numel` / world size)", "silently dropped", "modifier_rank=R",
+                   "enable_sanity_checks: true", "returns `False`, writes nothing",
+                   "You can't use same `Accelerator()` instance with", "PackageNotFoundError",
+                   "get_fp32_state_dict_from_zero_checkpoint", "**all ranks must call it**"]:
+        assert phrase in text, phrase
+
+
+def test_accelerate_itself_never_enters_zero_init():
+    """The reference says only Transformers' loaders open zero.Init: accelerate's own code has no call."""
+    import accelerate
+    root = Path(accelerate.__file__).parent
+    calls = [f"{p.name}:{i}" for p in root.rglob("*.py") if "test_utils" not in p.parts
+             for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+             if "zero.Init(" in line.split("#", 1)[0]]
+    assert calls == []
+    assert "GatheredParameters" in (root / "utils" / "operations.py").read_text()  # the scan reads real sources
