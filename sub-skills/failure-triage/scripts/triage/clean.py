@@ -21,7 +21,7 @@ BOX_EDGE = re.compile(r"^\s*[╭╰┏┗╔╚+][─━═\-]")
 _BOX_SIDE = "│┃║"
 _RANK_IN_TEXT = re.compile(r"\[[Rr]ank ?(\d{1,6})\]")
 # a rank prefix inside a line: two ranks wrote into one line ("...out of memo[rank1]:Traceback")
-_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d{1,6}\]:)")
+_GLUED = re.compile(r"(?<=\S)(?=\[(?:rank|default)\d{1,6}\]:|(?:slurmstepd|srun): error: )")
 
 
 def clean(line: str) -> tuple[str, int | None, bool]:
@@ -64,7 +64,7 @@ def rank_in_text(text: str) -> int | None:
 def split_glued(raw: str) -> list[str]:
     """A physical line cut where another rank's prefix starts inside it (and at carriage returns)."""
     parts = raw.split("\r") if "\r" in raw else [raw]
-    if "]:" in raw and ("[rank" in raw or "[default" in raw):
+    if ("]:" in raw and ("[rank" in raw or "[default" in raw)) or ": error: " in raw:
         out = []
         for p in parts:
             out.extend(_GLUED.split(p))
@@ -75,7 +75,7 @@ def split_glued(raw: str) -> list[str]:
 # --------------------------------------------------------------------------- timestamps
 
 # glog (torch C++): [E1201 12:00:01.123456789 file.cpp:12] or E1201 12:00:01.123 at the start
-_TS_GLOG = re.compile(r"(?:^|\[)[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\b")
+_TS_GLOG = re.compile(r"(?:^|\[)[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)\b")
 # DeepSpeed / Python logging / ISO 8601: [2026-12-01 12:00:01,123], 2026-12-01T12:00:01.123Z,
 # torchrun's summary "time : 2026-12-01_12:00:01"
 _TS_ISO = re.compile(r"(?<!\d)(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d(?:[.,]\d+)?)")

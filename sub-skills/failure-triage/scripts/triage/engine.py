@@ -403,13 +403,15 @@ class _Triage:
                 # a frame (often the raise statement) names the failure: keep it for the exception line
                 state["pending"] = (entry, self._record(line_no, rank, s, entry, None, None, "root"))
             return True
-        if not _EXC_SHAPE.match(s):
-            # another process's line printed into the middle of the traceback: not its end
+        fc, g, kind = self._classify(s)
+        if not _EXC_SHAPE.match(s) and not (entry is not None and entry.role == "root") and \
+                not (kind == "root" and fc.id != "python-exception"):
+            # another process's line printed into the middle of the traceback: not its end (unless
+            # it states a failure: an exception line two ranks wrote into at once)
             return True
         # the exception line ends the traceback
         del self.tb[key]
         pending = state["pending"]
-        fc, g, kind = self._classify(s)
         if entry is not None and entry.role != "root":
             rec = self._record(line_no, rank, s, entry, fc, g, entry.role)
             if kind == "fallback":
