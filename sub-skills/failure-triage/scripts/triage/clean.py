@@ -16,7 +16,8 @@ _PREFIXES = [
     (re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}:[ \t](?=\[(?:rank|default)\d|Traceback|\s+File \"|\[\d{4}-\d\d-\d\d)"),
      False),
 ]
-_NOT_HOST = re.compile(r"^[\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault)\d*\s*:")
+_NOT_HOST = re.compile(r"^(?:[\w.-]*(?:Error|Exception|Warning|Interrupt|Exit|Failure|Fault)\d*|"
+                       r"collect2|cc1plus|cc1|cicc|ptxas|cudafe\+\+|(?:gcc|g\+\+|clang|clang\+\+|c\+\+)-[\d.]+)\s*:")
 BOX_EDGE = re.compile(r"^\s*[╭╰┏┗╔╚+][─━═\-]")
 _BOX_SIDE = "│┃║"
 _RANK_IN_TEXT = re.compile(r"\[[Rr]ank ?(\d{1,6})\]")

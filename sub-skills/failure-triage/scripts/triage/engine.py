@@ -139,6 +139,7 @@ class _Triage:
         self.chain: dict = {}                # rank key -> that record, while a chained traceback follows it
         self.follow: dict = {}               # rank key -> (record, lines left) for a message's next lines
         self.join: dict = {}                 # rank key -> record whose "Last error:" continues on the next line
+        self.last_rec: dict = {}             # rank key -> the last failure record outside a traceback
         self.elastic: dict | None = None     # torchrun's "Root Cause (first observed failure)" block
         self.filter = True                   # entries without trigger words are reached through the prefilter
         self.file: str | None = None
@@ -317,7 +318,10 @@ class _Triage:
         if follow is not None:
             # the lines right after an unmatched failure line often carry the rest of its message
             rec, left = follow
-            if entry is not None and entry.role == "root" and state is None:
+            own = grammar.classify(s)[0] if entry is not None else None
+            if entry is not None and entry.role == "root" and state is None and \
+                    (own is None or own.id == "python-exception"):
+                # (a line that states its own failure, a launcher's -9 exit, is not a continuation)
                 del self.follow[key]
                 rec.update(signature=entry.id, cause=entry.cause, fix=entry.fix, reference=entry.reference)
                 return
@@ -334,11 +338,19 @@ class _Triage:
             return  # a compiler's note: belongs to the error before it
         fc, g, kind = self._classify(s)
         rec = self._emit(line_no, rank, s, entry, fc, g, kind)
+        if s.endswith("Last error:"):
+            # NCCL's "Last error:" continues the failure before it (or this line) on the next line
+            target = rec if rec is not None else self.last_rec.get(key)
+            if target is not None:
+                if rec is None:
+                    target["text"] = _cut(target["text"] + " " + s)
+                self.join[key] = target
+                self.follow.pop(key, None)
+            return
         if rec is None:
             return
-        if s.endswith("Last error:"):
-            self.join[key] = rec
-        elif rec["signature"] is None and rec["role"] == "root":
+        self.last_rec[key] = rec
+        if rec["signature"] is None and rec["role"] == "root":
             self.follow[key] = (rec, FOLLOW_LINES)
 
     def _elastic_line(self, line_no, rank, s) -> bool:
@@ -380,6 +392,7 @@ class _Triage:
                 + (f", traceback: {f['traceback']}" if f.get("traceback") else ""))
         g = {"what": f"exit code {code}"}
         rec = self._record(el["line"], el["rank"], text, None, fc, g, "fallback")
+        rec["_w"] += 1  # the block names the rank and how it ended: it beats the launcher's other lines
         self._fallback(rec)
 
     def _open(self, key, indent: int, line_no: int) -> dict:

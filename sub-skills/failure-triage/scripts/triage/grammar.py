@@ -83,7 +83,7 @@ ANCHORS = (
     "Error", "ERROR", "Exception", "Traceback", 'File "', "During handling", "The above exception",
     "FAIL", "Fail", "Fatal", "FATAL", ": fatal", ": error", "\nerror", "#error", "Kill", "-kill", "_kill",
     "WARN", "Warning", "SIG", "Signal", "Exit", "(exitcode", "Abort", "Assert", "Timeout", "Timed out",
-    "(errno", "Root Cause", "Segmentation", "(core dumped)", "CANCELLED", "CUDA", "NCCL", "OOM",
+    "(errno", "(gai error", "Last error", "Root Cause", "Segmentation", "(core dumped)", "CANCELLED", "CUDA", "NCCL", "OOM",
     "STATUS_", "Out of memory", ": undefined reference", ": cannot find", "\n  what()", "\nterminate called",
     ":terminate called", ": terminate called", ": build stopped", "\nnvcc fatal", "│", "┃", "║", "╭", "╰",
 )
@@ -104,7 +104,7 @@ def _exit_class(code: str | None, sig: str | None) -> str:
         c = code.lstrip("-") if code.startswith("-") else (code if code in ("137", "139", "134", "143", "130", "135")
                                                            else "")
         name = _SIGNAMES.get(c, "")
-    if name in ("SIGKILL", "KILLED"):
+    if name in ("SIGKILL", "KILLED", "OUT OF MEMORY"):
         return "signal-kill"
     if name == "SIGSEGV":
         return "segfault"
@@ -271,7 +271,8 @@ def linker_error(s):
     Not:
     | collect2: error: ld returned 1 exit status
     """
-    g = _m(_LINKER, s)
+    m = re.search(r"cannot find -l(?P<lib>[\w.+-]+)", s)
+    g = {"lib": m.group("lib")} if m else _m(_LINKER, s)
     if g is not None:
         lib = g.get("lib") or g.get("lib2")
         g["lib"] = f"lib{lib}" if lib and not lib.startswith("lib") else (lib or "a library or symbol")
@@ -587,7 +588,7 @@ _EXIT = re.compile(
     r"returned non-zero exit status (?P<code4>-?\d+)|"
     r"process \d+ terminated with (?:signal (?P<sig2>SIG\w+)|exit code (?P<code5>-?\d+))|"
     r"Signal (?P<code6>\d+) \((?P<sig3>SIG\w+)\) received by PID|"
-    r"srun: error: \S+: tasks? [\d,-]+: (?:(?P<sig4>Killed)|Exited with exit code (?P<code7>\d+)|"
+    r"srun: error: \S+: tasks? [\d,-]+: (?:(?P<sig4>Killed|Out Of Memory)|Exited with exit code (?P<code7>\d+)|"
     r"(?P<segv>Segmentation fault)|(?P<abrt>Aborted)|Terminated)|"
     r"Received (?P<sig5>SIG\w+) death signal|got signal: (?P<code8>\d+)|"
     r"Sending process \d+ closing signal (?P<sig6>SIG\w+)|Killing subprocess \d+|"
@@ -610,7 +611,6 @@ def launcher_exit(s):
     | subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>.
     | srun: error: node12: task 3: Killed
     | torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL
-    | exitcode  : -6 (pid: 1234)
     | torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
     Not:
     | step 10 loss 0.25
@@ -671,6 +671,8 @@ def slurm_error(s):
     Not:
     | srun: error: node12: task 3: Killed
     """
+    if re.search(r": tasks? [\d,-]+: ", s):
+        return None
     return _m(_SLURM, s)
 
 
