@@ -43,10 +43,10 @@ def test_class_examples_hold_and_pass_the_prefilter(fc, triage, catalog):
     assert fc.cause and fc.fix and (SCRIPTS.parents[2] / fc.reference).is_file(), fc.id
     for line in good:
         s = triage.clean(line)[0].strip()
-        assert fc.func(s) is not None, (fc.id, line)
+        assert fc.claim(s) is not None, (fc.id, line)
         assert catalog.prefilter.search("\n" + s), (fc.id, "prefilter drops", line)
     for line in bad:
-        assert fc.func(triage.clean(line)[0].strip()) is None, (fc.id, line)
+        assert fc.claim(triage.clean(line)[0].strip()) is None, (fc.id, line)
 
 
 # (dev log, 1-based line, class of that line) - real lines, cited by the log's labels.yaml source

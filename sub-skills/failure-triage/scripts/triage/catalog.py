@@ -16,7 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CATALOG_DIR = HERE.parent.parent / "catalog"
 CACHE_NAME = ".compiled.json"
-CACHE_FORMAT = 3
+CACHE_FORMAT = 5
 
 ROLES = ("root", "cascade", "warning")
 REQUIRED = ("id", "library", "versions", "role", "pattern", "example", "source", "cause", "fix")
@@ -199,10 +199,47 @@ def match_order(entries: list[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (role[e.role], -depth[e.id], e.file, e.index))
 
 
-class Catalog:
-    """All entries of catalog/*.yaml, with a word prefilter for fast matching."""
+class MultiRegex:
+    """Several regexes searched as one: each has a literal prefix or a charset of rare first
+    characters, which sre scans for in C; one alternation of them all would not be."""
 
-    def __init__(self, entries: list[Entry], triggers: dict | None = None, keys: list | None = None):
+    def __init__(self, patterns):
+        self.regexes = [re.compile(p) for p in patterns]
+
+    def search(self, text, pos: int = 0):
+        """The earliest match of any of the regexes, or None."""
+        best = None
+        for rx in self.regexes:
+            m = rx.search(text, pos)
+            if m is not None and (best is None or m.start() < best.start()):
+                best = m
+        return best
+
+
+class Catalog:
+    """All entries of catalog/*.yaml, with a word prefilter for fast matching.
+
+    prefilter_source is the engine's combined prefilter (set by engine.load_catalog, cached with
+    the catalog); prefilter / prefilter_bytes compile it on first use."""
+
+    prefilter_source: tuple = ()
+
+    @property
+    def prefilter(self) -> "MultiRegex":
+        rx = self.__dict__.get("_pre")
+        if rx is None:
+            rx = self.__dict__["_pre"] = MultiRegex(self.prefilter_source)
+        return rx
+
+    @property
+    def prefilter_bytes(self) -> "MultiRegex":
+        rx = self.__dict__.get("_pre_b")
+        if rx is None:
+            rx = self.__dict__["_pre_b"] = MultiRegex([p.encode("utf-8") for p in self.prefilter_source])
+        return rx
+
+    def __init__(self, entries: list[Entry], triggers: dict | None = None, keys: list | None = None,
+                 always_keys: dict | None = None):
         self.entries = entries
         self.ordered = match_order(entries)
         self.by_id = {e.id: e for e in entries}
@@ -221,13 +258,17 @@ class Catalog:
                     self.triggers.add(w)
         # literal keys of entries whose example no grammar anchor covers (engine.PREFILTER adds them)
         self.keys: list[str] = keys if keys is not None else []
+        # an entry without trigger words is still tried only on lines holding one of its literal keys
+        self.always_keys = [always_keys.get(self.ordered[i].id) if always_keys is not None
+                            else literal_keys(self.ordered[i].pattern) for i in self.always]
 
     def match(self, line: str) -> Entry | None:
         line = line[:MATCH_CHARS]
         if self.by_word:
             found = set(_WORD.findall(line.lower()))
             cand = [i for w in found.intersection(self.by_word) for i in self.by_word[w]]
-            cand = sorted(set(cand).union(self.always))
+            cand = sorted(set(cand).union(i for i, ks in zip(self.always, self.always_keys)
+                                          if ks is None or any(k in line for k in ks)))
         else:
             cand = self.always
         for i in cand:
@@ -306,7 +347,9 @@ def _from_cache(folder: Path, key: str) -> Catalog | None:
             e = Entry(raw, f"{fname}[{idx}]", check=False)
             e.file, e.index, e.klass = fname, idx, klass
             entries.append(e)
-        return Catalog(entries, doc["triggers"], doc["keys"])
+        cat = Catalog(entries, doc["triggers"], doc["keys"], doc["always_keys"])
+        cat.prefilter_source = tuple(doc["prefilter"])
+        return cat
     except (OSError, ValueError, KeyError, TypeError, CatalogError):
         return None
 
@@ -314,7 +357,9 @@ def _from_cache(folder: Path, key: str) -> Catalog | None:
 def _write_cache(folder: Path, key: str, cat: Catalog):
     doc = {"format": CACHE_FORMAT, "key": key,
            "entries": [[e.raw, e.file, e.index, e.klass] for e in cat.entries],
-           "triggers": cat.trigger_of, "keys": cat.keys}
+           "triggers": cat.trigger_of, "keys": cat.keys,
+           "prefilter": list(cat.prefilter_source),
+           "always_keys": {cat.ordered[i].id: ks for i, ks in zip(cat.always, cat.always_keys)}}
     tmp = folder / f"{CACHE_NAME}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:

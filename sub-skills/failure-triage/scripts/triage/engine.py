@@ -64,22 +64,38 @@ def _trie(words: list[str]) -> str:
     return emit(root)
 
 
-def prefilter_pattern(extra: list[str] | tuple = ()) -> str:
-    """The one combined prefilter: grammar anchors, a glog error prefix and the catalog's extra keys.
-    It is searched in "\\n" + line (anchors starting with a newline mean: at the line's start)."""
+def prefilter_pattern(extra: list[str] | tuple = ()) -> tuple[str, ...]:
+    """The one combined prefilter: grammar anchors, glog error prefixes and the catalog's extra keys,
+    as a few regexes: one for the words starting with a letter (sre scans for their first letters
+    in C) and one per other first character (a literal prefix sre finds fast). A line passes when
+    any matches "\\n" + line (anchors starting with a newline mean: at the line's start)."""
     words = sorted(set(grammar.ANCHORS) | set(extra))
-    trie = _trie(words)
-    if trie.startswith("(?:") and trie.endswith(")"):
-        trie = trie[3:-1]  # a flat top-level alternation whose branches start with literals: sre scans
-        # for their first characters in C
-    return trie + "|" + grammar._GLOG_E
+    groups: dict[str, list[str]] = {}
+    for w in words:
+        groups.setdefault("" if w[0].isalnum() else w[0], []).append(w)
+    out = []
+    for first, ws in sorted(groups.items()):
+        trie = _trie(ws)
+        if trie.startswith("(?:") and trie.endswith(")"):
+            trie = trie[3:-1]
+        if first == "":
+            trie += "|" + grammar._GLOG_E
+        out.append(trie)
+    return tuple(out)
 
 
-def build_prefilter(extra: list[str] | tuple = ()) -> re.Pattern:
-    return re.compile(prefilter_pattern(extra))
+def build_prefilter(extra: list[str] | tuple = ()):
+    from .catalog import MultiRegex
+    return MultiRegex(prefilter_pattern(extra))
 
 
-ANCHOR_RX = build_prefilter()
+_ANCHOR_RX: list = []
+
+
+def _anchor_rx() -> re.Pattern:
+    if not _ANCHOR_RX:
+        _ANCHOR_RX.append(build_prefilter())
+    return _ANCHOR_RX[0]
 
 
 def annotate(cat: Catalog):
@@ -93,11 +109,12 @@ def annotate(cat: Catalog):
         if fc is not None and fc.id == "launcher-exit" and g.get("exit_class") in grammar.BY_ID:
             fc = grammar.BY_ID[g["exit_class"]]
         e.klass = fc.id if fc is not None else None
-        if not ANCHOR_RX.search("\n" + text):
+        if not _anchor_rx().search("\n" + text):
             ks = literal_keys(e.pattern)
             if ks:
                 keys.update(ks)
     cat.keys = sorted(keys)
+    cat.prefilter_source = prefilter_pattern(cat.keys)
 
 
 def _source_key() -> bytes:
@@ -113,10 +130,12 @@ def _source_key() -> bytes:
 
 def load_catalog(directory=None, *, use_cache: bool = True) -> Catalog:
     cat = _load(directory, use_cache=use_cache, annotate=annotate, extra_key=_source_key())
-    if not hasattr(cat, "prefilter"):
-        pat = prefilter_pattern(cat.keys)
-        cat.prefilter = re.compile(pat)
-        cat.prefilter_bytes = re.compile(pat.encode("utf-8"))
+    if not cat.prefilter_source:
+        cat.prefilter_source = prefilter_pattern(cat.keys)
+    return cat
+
+
+
     return cat
 
 
@@ -129,7 +148,8 @@ class _Triage:
 
     def __init__(self, catalog: Catalog):
         self.cat = catalog
-        self.pre = getattr(catalog, "prefilter", None) or build_prefilter(catalog.keys)
+        if not catalog.prefilter_source:
+            catalog.prefilter_source = prefilter_pattern(catalog.keys)
         self.cands: dict = {}                # dedupe key -> candidate record (capped)
         self.fallbacks: list = []            # fallback-role records (launcher exits, signals, echoes)
         self.secondary: dict = {}            # dedupe key -> cascade / warning record (capped)
@@ -257,6 +277,10 @@ class _Triage:
         return None
 
     # ---------------------------------------------------------------- feeding
+
+    @property
+    def pre(self) -> re.Pattern:
+        return self.cat.prefilter
 
     def busy(self) -> bool:
         return bool(self.tb or self.follow or self.chain or self.join or self.elastic is not None)

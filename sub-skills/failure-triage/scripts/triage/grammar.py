@@ -22,15 +22,34 @@ import re
 
 REF = "sub-skills/failure-triage/references/"
 
+class _Lazy:
+    """A regex compiled on first use: most runs need few of the grammar's patterns."""
+    __slots__ = ("pattern", "_rx")
+
+    def __init__(self, pattern: str):
+        self.pattern, self._rx = pattern, None
+
+    def _get(self) -> re.Pattern:
+        if self._rx is None:
+            self._rx = re.compile(self.pattern)
+        return self._rx
+
+    def search(self, s: str):
+        return self._get().search(s)
+
+    def match(self, s: str):
+        return self._get().match(s)
+
+
 CLASSES: list["FailureClass"] = []
 BY_ID: dict[str, "FailureClass"] = {}
 
 
 class FailureClass:
-    __slots__ = ("id", "role", "cause", "fix", "reference", "weight", "after", "func", "doc")
+    __slots__ = ("id", "role", "cause", "fix", "reference", "weight", "after", "func", "doc", "needs")
 
-    def __init__(self, id, role, cause, fix, reference, weight, after, func):
-        self.id, self.role, self.cause, self.fix = id, role, cause, fix
+    def __init__(self, id, role, cause, fix, reference, weight, after, func, needs=()):
+        self.id, self.role, self.cause, self.fix, self.needs = id, role, cause, fix, tuple(needs)
         self.reference, self.weight, self.after, self.func = reference, weight, frozenset(after), func
         self.doc = func.__doc__ or ""
 
@@ -46,6 +65,12 @@ class FailureClass:
                 out.append(t[2:].split("  # ")[0].rstrip())
         return out
 
+    def claim(self, s: str):
+        """The match dict when this class claims the line, else None (a cheap substring guard first)."""
+        if self.needs and not any(n in s for n in self.needs):
+            return None
+        return self.func(s)
+
     def text(self, field: str, groups: dict) -> str:
         s = getattr(self, field)
         if groups and "{" in s:
@@ -56,9 +81,10 @@ class FailureClass:
         return s
 
 
-def failure_class(id, role, cause, fix, reference, weight=1, after=()):
+def failure_class(id, role, cause, fix, reference, weight=1, after=(), needs=()):
+    """Register a class; needs: substrings one of which every line it claims contains."""
     def deco(func):
-        fc = FailureClass(id, role, cause, fix, REF + reference, weight, after, func)
+        fc = FailureClass(id, role, cause, fix, REF + reference, weight, after, func, needs)
         CLASSES.append(fc)
         BY_ID[id] = fc
         return func
@@ -68,7 +94,7 @@ def failure_class(id, role, cause, fix, reference, weight=1, after=()):
 def classify(s: str):
     """(FailureClass, groups) for the first class that claims the line, or (None, None)."""
     for fc in CLASSES:
-        g = fc.func(s)
+        g = fc.claim(s)
         if g is not None:
             return fc, g
     return None, None
@@ -81,13 +107,14 @@ def classify(s: str):
 # test_grammar.py proves every class example passes it.
 ANCHORS = (
     "Error", "ERROR", "Exception", "Traceback", 'File "', "During handling", "The above exception",
-    "FAIL", "Fail", "Fatal", "FATAL", ": fatal", ": error", "\nerror", "#error", "Kill", "-kill", "_kill",
-    "WARN", "Warning", "SIG", "Signal", "Exit", "(exitcode", "Abort", "Assert", "Timeout", "Timed out",
-    "(errno", "(gai error", "Last error", "Root Cause", "Segmentation", "(core dumped)", "CANCELLED", "CUDA", "NCCL", "OOM",
-    "STATUS_", "Out of memory", ": undefined reference", ": cannot find", "\n  what()", "\nterminate called",
-    ":terminate called", ": terminate called", ": build stopped", "\nnvcc fatal", "│", "┃", "║", "╭", "╰",
+    "FAIL", "Fail", "Fatal", "FATAL", "Kill", "WARN", "Warning", "SIG", "Signal", "Exit", "Abort", "Assert",
+    "Timeout", "Timed out", "Last error", "Root Cause", "Segmentation", "CANCELLED", "CUDA", "NCCL", "OOM",
+    "STATUS_", "Out of memory",
+    ": fatal", ": error", ": undefined reference", ": cannot find", ": terminate called", ": build stopped",
+    "\nerror", "\n  what()", "\nterminate called", "\nnvcc fatal", "\n#error", "\n #error",
+    "(exitcode", "(errno", "(gai error", "(core dumped)", "[E ", "[F ", ":terminate called", "-kill", "_kill",
 )
-_GLOG_E = r"\[E[01]\d{3} |\[F[01]\d{3} |E[01]\d{3} |F[01]\d{3} |\[E |\[F "
+_GLOG_E = r"E[01]\d{3} \d|F[01]\d{3} \d"
 
 # --------------------------------------------------------------------------- helpers
 
@@ -120,7 +147,7 @@ def _m(rx: re.Pattern, s: str):
 
 # --------------------------------------------------------------------------- build: cascade lines first
 
-_BUILD_CASCADE = re.compile(
+_BUILD_CASCADE = _Lazy(
     r"ninja: build stopped|Error building extension '(?P<op>[\w.-]+)'|"
     r"CalledProcessError: Command '\[?'?(?:ninja|make|cmake|/usr/bin/(?:gcc|g\+\+|c\+\+)|[\w/.-]*nvcc)\b|"
     r"^error: command '[^']*(?:gcc|g\+\+|c\+\+|nvcc|cl\.exe|clang\+*)' failed with exit (?:code|status)|"
@@ -136,7 +163,7 @@ _BUILD_CASCADE = re.compile(
     "run the build with verbose output (MAX_JOBS=1, pip install -v, DS_BUILD_*=1 pip install deepspeed) "
     "if the log does not show it.",
     "build-failures.md", weight=1,
-    after=("compiler-error", "compiler-version", "linker-error", "missing-header"))
+    after=("compiler-error", "compiler-version", "linker-error", "missing-header"), needs=("build stopped", "Error building", "CalledProcessError", "error:", "error: ld", "FAILED:", "*** [", "wheel", "subprocess-exited"))
 def build_cascade(s):
     """A build's summary after the compiler or linker line that failed.
 
@@ -154,7 +181,7 @@ def build_cascade(s):
     return _m(_BUILD_CASCADE, s)
 
 
-_COMPILER_VERSION = re.compile(
+_COMPILER_VERSION = _Lazy(
     r"unsupported (?P<compiler>GNU|clang|Microsoft Visual Studio) version|"
     r"(?P<compiler2>gcc|g\+\+|GCC|clang) versions? (?:later|earlier|newer|older) than \S+ (?:are|is) not supported|"
     r"C\+\+(?P<std>1[147]|20) or later compatible compiler is required|You need C\+\+(?P<std2>1[147]|20) to compile|"
@@ -170,7 +197,7 @@ _COMPILER_VERSION = re.compile(
     "Use a GCC the toolkit supports (CUDA 11.8: GCC <= 11; CUDA 12.0-12.3: <= 12; CUDA 12.4+: <= 13): "
     "install it and set CC/CXX (or NVCC_CCBIN / nvcc -ccbin) to it, or use a newer CUDA toolkit; for "
     "C++17 errors use GCC >= 9. Then rebuild (clear ~/.cache/torch_extensions).",
-    "build-failures.md", after=())
+    "build-failures.md", after=(), needs=("version", "C++", "GCC", "g++"))
 def compiler_version(s):
     """The compiler's version is outside what nvcc or torch's headers accept.
 
@@ -187,7 +214,7 @@ def compiler_version(s):
     return g
 
 
-_MISSING_HEADER = re.compile(r"fatal error: (?P<header>[\w./+-]+\.(?:h|hpp|hh|cuh|hxx|inl)|[\w/]+): No such file or directory")
+_MISSING_HEADER = _Lazy(r"fatal error: (?P<header>[\w./+-]+\.(?:h|hpp|hh|cuh|hxx|inl)|[\w/]+): No such file or directory")
 
 
 @failure_class(
@@ -198,7 +225,7 @@ _MISSING_HEADER = re.compile(r"fatal error: (?P<header>[\w./+-]+\.(?:h|hpp|hh|cu
     "(CUDA_HOME/include, e.g. conda install cuda-nvcc cuda-cudart-dev / a -devel container); Python.h: "
     "python3-dev; libaio.h: libaio-dev) or add its folder to CPATH; or use a prebuilt wheel instead of "
     "building (DS_BUILD_OPS=0).",
-    "build-failures.md")
+    "build-failures.md", needs=("fatal error",))
 def missing_header(s):
     """A compiler fatal error for a missing include file.
 
@@ -211,7 +238,7 @@ def missing_header(s):
     return _m(_MISSING_HEADER, s)
 
 
-_COMPILER = re.compile(
+_COMPILER = _Lazy(
     rf"^(?P<file>{_SRC})(?::\d+(?::\d+)?|\(\d+\)):? (?:fatal )?error\b|"
     r"^(?:[\w./-]*/)?(?:gcc|g\+\+|c\+\+|cc|cc1|cc1plus|clang|clang\+\+|nvcc|cicc|ptxas|cudafe\+\+)(?:-[\d.]+)?(?:\.exe)?: "
     r"(?:fatal )?error\b|"
@@ -226,7 +253,7 @@ _COMPILER = re.compile(
     "Read the compiler message (and its note: lines): a header or symbol missing means a missing "
     "toolkit/dev package or mismatched versions of torch, CUDA and the extension; match CUDA_HOME's nvcc to "
     "torch.version.cuda, use a supported GCC, or install a prebuilt wheel of the extension instead of building.",
-    "build-failures.md")
+    "build-failures.md", needs=("error", "#error", "nvcc fatal"))
 def compiler_error(s):
     """A C/C++/CUDA compiler error line (gcc, clang, nvcc, cicc), not a build summary.
 
@@ -244,7 +271,7 @@ def compiler_error(s):
     return _m(_COMPILER, s)
 
 
-_LINKER = re.compile(
+_LINKER = _Lazy(
     r"cannot find -l(?P<lib>[\w.+-]+)|undefined reference to [`'](?P<symbol>[^`']{1,200})'|"
     r"^(?:[\w./-]*/)?(?:ld|ld\.bfd|ld\.gold|ld\.lld|lld)(?:\.exe)?: (?:error|cannot|fatal)|"
     r"error while loading shared libraries: (?P<lib2>\S+?): cannot open shared object file")
@@ -259,7 +286,7 @@ _LINKER = re.compile(
     "lib64 -> lib link for stub-only installs); for aio install libaio-dev; then clear "
     "~/.cache/torch_extensions and rebuild. Or avoid the JIT build: a prebuilt wheel, DS_BUILD_OPS=1 pip "
     "install deepspeed where the toolkit is complete, or DS_BUILD_<OP>=0 for ops you do not use.",
-    "build-failures.md")
+    "build-failures.md", needs=("cannot find -l", "undefined reference", "ld", "error while loading shared"))
 def linker_error(s):
     """A linker failure: missing -l library, undefined reference, ld error.
 
@@ -281,7 +308,7 @@ def linker_error(s):
 
 # --------------------------------------------------------------------------- collectives
 
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|"
+_WATCHDOG = _Lazy(r"Watchdog caught collective operation timeout|"
                        r"(?P<op>\w+)? ?(?:operation|collective) timed out after|Timed out waiting \d+ms for")
 
 
@@ -294,7 +321,7 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|"
     "references/flight-recorder.md), py-spy dump the hung ranks, TORCH_DISTRIBUTED_DEBUG=DETAIL; look for "
     "rank-dependent branches, evaluation or checkpointing on rank 0 only; raise the timeout only for "
     "legitimately slow steps.",
-    "hangs-and-timeouts.md", weight=2)
+    "hangs-and-timeouts.md", weight=2, needs=("imeout", "timed out", "Timed out"))
 def watchdog_timeout(s):
     """A collective timeout from the NCCL watchdog (any torch version) or gloo.
 
@@ -310,7 +337,7 @@ def watchdog_timeout(s):
     return _m(_WATCHDOG, s)
 
 
-_NCCL_CODE = re.compile(r"\bnccl(?P<code>InvalidUsage|SystemError|UnhandledCudaError|RemoteError|InternalError|"
+_NCCL_CODE = _Lazy(r"\bnccl(?P<code>InvalidUsage|SystemError|UnhandledCudaError|RemoteError|InternalError|"
                         r"InvalidArgument)\b|NCCL error in: |NCCL WARN |NCCL Error \d|"
                         r"\bNCCL error(?:,|:| \()|unhandled (?:system|cuda) error|remote process exited or there "
                         r"was a network error|invalid usage \(run with NCCL_DEBUG")
@@ -333,7 +360,7 @@ _NCCL_HINT = {
     "containers -> --shm-size or --ipc=host; InfiniBand -> NCCL_IB_HCA / NCCL_IB_DISABLE=1 to test; P2P on "
     "consumer GPUs -> NCCL_P2P_DISABLE=1; invalid usage -> make all ranks issue the same collectives, one "
     "GPU per rank (torch.cuda.set_device(local_rank)).",
-    "hangs-and-timeouts.md")
+    "hangs-and-timeouts.md", needs=("NCCL", "nccl", "unhandled", "remote process", "invalid usage"))
 def nccl_error(s):
     """An NCCL error code, `NCCL WARN` line or an NCCL error reported through torch.
 
@@ -357,11 +384,11 @@ def nccl_error(s):
     return g
 
 
-_C10D_BIND = re.compile(r"server socket has failed to (?:listen|bind)|EADDRINUSE|Address already in use|"
+_C10D_BIND = _Lazy(r"server socket has failed to (?:listen|bind)|EADDRINUSE|Address already in use|"
                         r"errno: ?98\b|Cannot assign requested address|errno: ?99\b")
-_C10D_RESOLVE = re.compile(r"Name or service not known|Temporary failure in name resolution|gai error|"
+_C10D_RESOLVE = _Lazy(r"Name or service not known|Temporary failure in name resolution|gai error|"
                            r"getaddrinfo|nodename nor servname|failed to resolve|No address associated with hostname")
-_C10D_CONNECT = re.compile(r"client socket has (?:failed to connect|timed out)|Connection refused|errno: ?111\b|"
+_C10D_CONNECT = _Lazy(r"client socket has (?:failed to connect|timed out)|Connection refused|errno: ?111\b|"
                            r"No route to host|errno: ?113\b|Network is unreachable|Connection reset by peer|"
                            r"DistNetworkError|DistStoreError|TCPStore|Socket Timeout|timed out after \d+ ?m?s.*store")
 
@@ -370,7 +397,7 @@ _C10D_CONNECT = re.compile(r"client socket has (?:failed to connect|timed out)|C
     "c10d-store", "root",
     "The c10d rendezvous store (TCPStore on MASTER_ADDR:MASTER_PORT) could not {what}.",
     "{advice}",
-    "multi-node.md")
+    "multi-node.md", needs=("socket", "rror", "errno", "EADDRINUSE", "Address", "TCPStore", "Store", "resol", "refused", "unreachable", "route to host", "reset by peer", "gai error", "getaddrinfo", "not known"))
 def c10d_store(s):
     """The c10d TCPStore cannot bind (port in use), connect (endpoint unreachable) or resolve the host.
 
@@ -407,8 +434,8 @@ def c10d_store(s):
     return None
 
 
-_C10D_GLOG = re.compile(r"^\[?[EF][01]\d{3} \d\d:\d\d|^\[[EF] (?:[\w./-]+\.(?:cpp|cc|hpp|h)):\d+\]")
-_C10D_ECHO = re.compile(r"Some NCCL operations have failed or timed out|To avoid data inconsistency|"
+_C10D_GLOG = _Lazy(r"^\[?[EF][01]\d{3} \d\d:\d\d|^\[[EF] (?:[\w./-]+\.(?:cpp|cc|hpp|h)):\d+\]")
+_C10D_ECHO = _Lazy(r"Some NCCL operations have failed or timed out|To avoid data inconsistency|"
                         r"communicator was aborted|detected by watchdog at work|watchdog thread terminated with "
                         r"exception|Process group watchdog thread terminated|Stack trace of the failed collective|"
                         r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out|"
@@ -419,7 +446,7 @@ _C10D_ECHO = re.compile(r"Some NCCL operations have failed or timed out|To avoid
     "c10d-echo", "fallback",
     "A follow-up line of the process group's watchdog after a timeout or error on this rank.",
     "Act on the first real error (any rank) or the first collective timeout before it.",
-    "hangs-and-timeouts.md", weight=1)
+    "hangs-and-timeouts.md", weight=1, needs=("NCCL", "watchdog", "Watchdog", "Heartbeat", "dump", "collective"))
 def c10d_echo(s):
     """Watchdog and abort messages that follow a timeout or error.
 
@@ -437,7 +464,7 @@ def c10d_echo(s):
     "torch's distributed C++ layer (c10d, ProcessGroupNCCL/Gloo, the TCPStore) logged an error.",
     "Read the message; for process-group errors compare with the other ranks' first errors, rerun with "
     "TORCH_DISTRIBUTED_DEBUG=DETAIL and NCCL_DEBUG=INFO.",
-    "hangs-and-timeouts.md")
+    "hangs-and-timeouts.md", needs=("[E", "[F", "E0", "E1", "F0", "F1"))
 def c10d_error(s):
     """Any other glog error line of torch's C++ distributed layer, `[E…]` or `[F…]`.
 
@@ -452,9 +479,9 @@ def c10d_error(s):
 
 # --------------------------------------------------------------------------- CUDA
 
-_CUDA_ASSERT = re.compile(r"device-side assert triggered|\.cu:\d+: [^:]*: block: \[[\d,]+\], thread: \[[\d,]+\] "
+_CUDA_ASSERT = _Lazy(r"device-side assert triggered|\.cu:\d+: [^:]*: block: \[[\d,]+\], thread: \[[\d,]+\] "
                           r"Assertion `.*` failed|cudaErrorAssert")
-_CUDA = re.compile(r"CUDA error: (?P<msg>[^.\n]{1,160})|\bcuda(?:Error\w+)\b|\bCUDA_ERROR_\w+|\bCU(?:BLAS|DNN|SPARSE|"
+_CUDA = _Lazy(r"CUDA error: (?P<msg>[^.\n]{1,160})|\bcuda(?:Error\w+)\b|\bCUDA_ERROR_\w+|\bCU(?:BLAS|DNN|SPARSE|"
                    r"SOLVER|FFT)_STATUS_\w+|cuda runtime error \(\d+\)|CUDA driver error|CUDNN_BACKEND_\w+ failed|"
                    r"Xid\b.*\b(?:79|48|63|64|74|94|95)\b")
 
@@ -465,7 +492,7 @@ _CUDA = re.compile(r"CUDA error: (?P<msg>[^.\n]{1,160})|\bcuda(?:Error\w+)\b|\bC
     "vocabulary size, a negative index); later CUDA calls on this rank report the same error.",
     "Rerun with CUDA_LAUNCH_BLOCKING=1 (or on CPU) to get the failing op, then check label and index ranges "
     "against the embedding/classifier sizes (e.g. tokenizer vocabulary vs model.resize_token_embeddings).",
-    "runtime-errors.md")
+    "runtime-errors.md", needs=("device-side assert", "Assertion", "cudaErrorAssert"))
 def cuda_device_assert(s):
     """A device-side assertion.
 
@@ -485,7 +512,7 @@ def cuda_device_assert(s):
     "Rerun with CUDA_LAUNCH_BLOCKING=1 to locate the op; check the driver/toolkit/torch CUDA versions "
     "(nvidia-smi, torch.version.cuda), GPU health (nvidia-smi -q, dmesg Xid) and that each rank uses its "
     "own GPU (torch.cuda.set_device(local_rank)).",
-    "runtime-errors.md")
+    "runtime-errors.md", needs=("CUDA", "cuda", "CU", "Xid"))
 def cuda_error(s):
     """A CUDA runtime, cuBLAS/cuDNN status or driver error.
 
@@ -504,7 +531,7 @@ def cuda_error(s):
 
 # --------------------------------------------------------------------------- native crashes and signals
 
-_SEGV = re.compile(r"Segmentation fault|\bSIGSEGV\b|Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|"
+_SEGV = _Lazy(r"Segmentation fault|\bSIGSEGV\b|Fatal Python error: (?:Segmentation fault|Bus error|Aborted)|"
                    r"signal 11\b|\bBus error\b|\bSIGBUS\b")
 
 
@@ -515,7 +542,7 @@ _SEGV = re.compile(r"Segmentation fault|\bSIGSEGV\b|Fatal Python error: (?:Segme
     "Get the native stack (PYTHONFAULTHANDLER=1, gdb -ex r --args python ...); rebuild extensions against "
     "the installed torch (clear ~/.cache/torch_extensions); for bus errors in containers give /dev/shm more "
     "room (--shm-size / --ipc=host).",
-    "runtime-errors.md", weight=3)
+    "runtime-errors.md", weight=3, needs=("Segmentation", "SIGSEGV", "Fatal Python", "signal 11", "Bus error", "SIGBUS"))
 def segfault(s):
     """A segmentation fault or bus error, from the shell, faulthandler or glog.
 
@@ -531,7 +558,7 @@ def segfault(s):
     return _m(_SEGV, s)
 
 
-_CPP_EXC = re.compile(r"terminate called after throwing an instance of '(?P<type>[^']+)'|^\s*what\(\):\s+(?P<what>.+)")
+_CPP_EXC = _Lazy(r"terminate called after throwing an instance of '(?P<type>[^']+)'|^\s*what\(\):\s+(?P<what>.+)")
 
 
 @failure_class(
@@ -539,7 +566,7 @@ _CPP_EXC = re.compile(r"terminate called after throwing an instance of '(?P<type
     "A C++ exception ({type}) escaped and aborted the process; its message is on the `what():` line.",
     "Read the what(): message; it is usually a c10/NCCL/CUDA error that has its own fix (search it with "
     "triage_log.py --search).",
-    "runtime-errors.md")
+    "runtime-errors.md", needs=("terminate called", "what()"))
 def cpp_exception(s):
     """An uncaught C++ exception (std::terminate) and its what() line.
 
@@ -555,7 +582,7 @@ def cpp_exception(s):
     return g
 
 
-_KILLED = re.compile(r"^(?:(?:/bin/)?(?:ba|z|)sh: (?:line \d+: )?(?:\d+ )?)?Killed\b|\bKilled\s+(?:python|torchrun|"
+_KILLED = _Lazy(r"^(?:(?:/bin/)?(?:ba|z|)sh: (?:line \d+: )?(?:\d+ )?)?Killed\b|\bKilled\s+(?:python|torchrun|"
                      r"deepspeed|accelerate)\b|^\S+: line \d+: +\d+ Killed\b")
 
 
@@ -567,7 +594,7 @@ _KILLED = re.compile(r"^(?:(?:/bin/)?(?:ba|z|)sh: (?:line \d+: )?(?:\d+ )?)?Kill
     "MaxRSS / `seff JOBID`; load the model once per node (low_cpu_mem_usage, device_map, "
     "zero.Init / fsdp_cpu_ram_efficient_loading), lower DataLoader num_workers and prefetching, avoid "
     "CPU offload of optimizer states, or request more memory (--mem).",
-    "out-of-memory.md", weight=3)
+    "out-of-memory.md", weight=3, needs=("Killed",))
 def signal_kill(s):
     """A bare `Killed` from the shell, or an exit code / signal meaning SIGKILL (see launcher_exit).
 
@@ -580,7 +607,7 @@ def signal_kill(s):
     return _m(_KILLED, s)
 
 
-_EXIT = re.compile(
+_EXIT = _Lazy(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+)|"
     r"^exitcode\s*: (?P<code2>-?\d+)\b|"
     r"exits with return code = (?P<code3>-?\d+)|"
@@ -601,7 +628,7 @@ _EXIT = re.compile(
     "worker exited ({what}); it is the summary, not the failure.",
     "Find the failing rank's own first error above (or in its own log: torchrun --tee 3 / --log-dir, "
     "srun -l); when there is none, the exit code says how it died.",
-    "reading-logs.md", weight=1)
+    "reading-logs.md", weight=1, needs=("exit", "died with", "terminated with", "Signal", "srun", "signal", "Killing", "ChildFailed", "Root Cause"))
 def launcher_exit(s):
     """Exit codes and signals from launchers; -9/SIGKILL, -11/SIGSEGV and -6/SIGABRT are re-classed.
 
@@ -641,7 +668,7 @@ def launcher_exit(s):
     "watchdog taking the process down after a timeout, or a bus error from a full /dev/shm.",
     "Read the lines this rank printed just before (terminate called / what(): / NCCL or CUDA error); with "
     "none, rerun with NCCL_DEBUG=WARN and TORCH_SHOW_CPP_STACKTRACES=1; in containers raise --shm-size.",
-    "runtime-errors.md", weight=2)
+    "runtime-errors.md", weight=2, needs=("Aborted",))
 def signal_abort(s):
     """Only reached through launcher_exit's exit code -6/134 or -7/135; a bare `Aborted (core dumped)`.
 
@@ -653,7 +680,7 @@ def signal_abort(s):
     return {} if re.match(r"^(?:\S+: line \d+: +\d+ )?Aborted(?: \(core dumped\))?\s*(?:python.*)?$", s) else None
 
 
-_SLURM = re.compile(r"^(?:srun|sbatch|salloc|slurmstepd(?:-\S+)?): error: (?P<msg>.+)")
+_SLURM = _Lazy(r"^(?:srun|sbatch|salloc|slurmstepd(?:-\S+)?): error: (?P<msg>.+)")
 
 
 @failure_class(
@@ -661,7 +688,7 @@ _SLURM = re.compile(r"^(?:srun|sbatch|salloc|slurmstepd(?:-\S+)?): error: (?P<ms
     "SLURM refused or stopped the job step: {msg}",
     "Read the SLURM message: resources (--gres, --mem, --ntasks-per-node) the partition cannot give, an "
     "invalid account/partition, or a limit the step hit; sacct -j JOBID shows the state and exit codes.",
-    "multi-node.md")
+    "multi-node.md", needs=("error:",))
 def slurm_error(s):
     """An srun/slurmstepd error that is not a task-exit summary (those are launcher-exit).
 
@@ -678,7 +705,7 @@ def slurm_error(s):
 
 # --------------------------------------------------------------------------- Python exceptions
 
-_PY_EXC = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?P<short>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|"
+_PY_EXC = _Lazy(r"^(?P<name>(?:[A-Za-z_]\w*\.)*(?P<short>[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault|"
                      r"Errno\]?)))(?::\s|:?$)")
 _IMPORT = ("ModuleNotFoundError", "ImportError")
 
@@ -691,7 +718,7 @@ _IMPORT = ("ModuleNotFoundError", "ImportError")
     "Install the package in the environment the launcher uses (the same python as `which python` on every "
     "node); for 'cannot import name' pin the versions the project was written for; for 'undefined symbol' "
     "reinstall/rebuild the extension against the installed torch.",
-    "startup-and-config.md")
+    "startup-and-config.md", needs=("Error",))
 def python_import(s):
     """An ImportError / ModuleNotFoundError line.
 

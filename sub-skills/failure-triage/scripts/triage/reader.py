@@ -117,20 +117,26 @@ def feed_stream(t: _Triage, fh, name: str, n: int, max_bytes: int, max_line: int
 
     Lines the prefilter rejects are counted, not decoded, unless the engine is busy (an open
     traceback or message), when every line goes to it."""
-    pre = t.cat.prefilter_bytes if t.filter and hasattr(t.cat, "prefilter_bytes") else None
+    regexes = t.cat.prefilter_bytes.regexes if t.filter else None
     keep = max_line * 4
     fed = 0
     try:
         for block in iter_blocks(fh, max_bytes, max_line, notices, name):
             block = b"\n" + block  # position 0 is the newline before the first line
             pos, end_all = 1, len(block)
+            # the next match of each prefilter regex at or after pos - 1 (None: no more in the block)
+            nxt = [rx.search(block, 0) for rx in regexes] if regexes is not None else None
             while True:
-                if pre is not None and not t.busy():
-                    m = pre.search(block, pos - 1)
-                    if m is None:
+                if nxt is not None and not t.busy():
+                    for i, m in enumerate(nxt):
+                        if m is not None and m.start() < pos - 1:
+                            nxt[i] = regexes[i].search(block, pos - 1)
+                    live = [m.start() for m in nxt if m is not None]
+                    if not live:
                         n += block.count(b"\n", pos) + 1
                         break
-                    hit = m.start() + 1 if block[m.start():m.start() + 1] == b"\n" else m.start()
+                    first = min(live)
+                    hit = first + 1 if block[first:first + 1] == b"\n" else first
                     start = block.rfind(b"\n", 0, hit) + 1
                     if start > pos:
                         n += block.count(b"\n", pos, start)
