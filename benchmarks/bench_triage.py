@@ -118,12 +118,22 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _child_cpu(argv: list[str]) -> float:
-    """CPU seconds (user + system) one child process used."""
+def _child_cpu(argv: list[str], bytecode: bool = True) -> float:
+    """CPU seconds (user + system) one child process used; bytecode=False runs it with
+    PYTHONDONTWRITEBYTECODE=1 and an empty PYTHONPYCACHEPREFIX (every module compiled from source, as
+    on a read-only install without bytecode files)."""
+    import os
     import subprocess
-    before = _cpu()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600)
-    return _cpu() - before
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    import tempfile
+    with tempfile.TemporaryDirectory() as empty:
+        if not bytecode:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+            env["PYTHONPYCACHEPREFIX"] = empty
+        before = _cpu()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600, env=env)
+        return _cpu() - before
 
 
 def speed(tri, mib: int, repeat: int) -> dict:
@@ -139,11 +149,16 @@ def speed(tri, mib: int, repeat: int) -> dict:
         with open(small, "w", encoding="utf-8") as fh:
             fh.write("step 1 loss 0.5\nTraceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
                      "    main()\nValueError: Tried to find /ckpt/step_9 but folder does not exist\nstep 2\n")
-        _child_cpu([sys.executable, script, small])  # the first run may (re)build the catalog cache
+        _child_cpu([sys.executable, script, small])  # the first run may (re)build the catalog cache and .pyc
         start = min(_child_cpu([sys.executable, "-c", "pass"]) for _ in range(repeat))
         run = min(_child_cpu([sys.executable, script, small]) for _ in range(repeat))
+        cold = min(_child_cpu([sys.executable, script, small], bytecode=False) for _ in range(repeat))
+        cold_start = min(_child_cpu([sys.executable, "-c", "pass"], bytecode=False) for _ in range(repeat))
         out.update(small_log_cpu_s=round(run, 4), interpreter_start_cpu_s=round(start, 4),
-                   small_log_ratio=round(run / start, 1) if start else None)
+                   small_log_ratio=round(run / start, 1) if start else None,
+                   small_log_no_bytecode_cpu_s=round(cold, 4),
+                   small_log_no_bytecode_ratio=round(cold / cold_start, 1) if cold_start else None,
+                   interpreter_start_no_bytecode_cpu_s=round(cold_start, 4))
         big = os.path.join(tmp, "big.log")
         noise = _noise_lines(6000)
         size = 0
@@ -236,7 +251,9 @@ def main(argv=None) -> int:
     if extra:
         e = extra
         print(f"small log:    {e['small_log_cpu_s']} s CPU = {e['small_log_ratio']}x the interpreter's start "
-              f"({e['interpreter_start_cpu_s']} s, python -c pass; target < 6x)")
+              f"({e['interpreter_start_cpu_s']} s, python -c pass; target < 6x); without bytecode files "
+              f"{e['small_log_no_bytecode_cpu_s']} s = {e['small_log_no_bytecode_ratio']}x the start without them "
+              f"({e['interpreter_start_no_bytecode_cpu_s']} s)")
         print(f"big log:      {e['big_log_cpu_s']} s CPU for {e['big_log_mib']} MiB ({e['big_log_mib_per_s']} MiB/s) = "
               f"{e['big_log_ratio']}x a plain loop over its lines ({e['plain_loop_cpu_s']} s; target < 15x); "
               f"root found: {e['big_log_found_root']}")

@@ -13,11 +13,10 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
 from triage import grammar  # noqa: E402
 from triage.catalog import (CATALOG_DIR, MATCH_CHARS, OPTIONAL, REQUIRED, ROLES, Catalog,  # noqa: E402,F401
@@ -40,14 +39,15 @@ def bundle_version() -> str:
     found by walking up from this file; 'unknown' when the script was copied out of the bundle."""
     here = HERE
     for _ in range(6):
-        if (here / "VERSION").is_file() and (here / "SKILL.md").is_file():
+        if os.path.isfile(os.path.join(here, "VERSION")) and os.path.isfile(os.path.join(here, "SKILL.md")):
             try:
-                return (here / "VERSION").read_text(encoding="utf-8").strip() or "unknown"
+                with open(os.path.join(here, "VERSION"), encoding="utf-8") as fh:
+                    return fh.read().strip() or "unknown"
             except OSError:
                 return "unknown"
-        if here.parent == here:
+        if os.path.dirname(here) == here:
             break
-        here = here.parent
+        here = os.path.dirname(here)
     return "unknown"
 
 

@@ -7,14 +7,13 @@ is parsed with yaml.CSafeLoader when PyYAML has it (the pure-Python loader other
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-from pathlib import Path
+import zlib
 
-HERE = Path(__file__).resolve().parent
-CATALOG_DIR = HERE.parent.parent / "catalog"
+HERE = os.path.dirname(os.path.abspath(__file__))
+CATALOG_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "catalog")
 CACHE_NAME = ".compiled.json"
 CACHE_FORMAT = 5
 
@@ -330,15 +329,16 @@ def _yaml_load(text: str):
 
 
 def _digest(files: list[tuple[str, bytes]]) -> str:
-    h = hashlib.sha256(f"format {CACHE_FORMAT}\n".encode())
+    """The cache key: format, and each file's name, size and CRC-32 (zlib loads faster than hashlib)."""
+    parts = [f"format {CACHE_FORMAT}"]
     for name, data in files:
-        h.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
-    return h.hexdigest()
+        parts.append(f"{name}:{len(data)}:{zlib.crc32(data):08x}")
+    return ";".join(parts)
 
 
-def _from_cache(folder: Path, key: str) -> Catalog | None:
+def _from_cache(folder: str, key: str) -> Catalog | None:
     try:
-        with open(folder / CACHE_NAME, encoding="utf-8") as fh:
+        with open(os.path.join(folder, CACHE_NAME), encoding="utf-8") as fh:
             doc = json.load(fh)
         if doc.get("key") != key or doc.get("format") != CACHE_FORMAT:
             return None
@@ -354,39 +354,40 @@ def _from_cache(folder: Path, key: str) -> Catalog | None:
         return None
 
 
-def _write_cache(folder: Path, key: str, cat: Catalog):
+def _write_cache(folder: str, key: str, cat: Catalog):
     doc = {"format": CACHE_FORMAT, "key": key,
            "entries": [[e.raw, e.file, e.index, e.klass] for e in cat.entries],
            "triggers": cat.trigger_of, "keys": cat.keys,
            "prefilter": list(cat.prefilter_source),
            "always_keys": {cat.ordered[i].id: ks for i, ks in zip(cat.always, cat.always_keys)}}
-    tmp = folder / f"{CACHE_NAME}.{os.getpid()}.tmp"
+    tmp = os.path.join(folder, f"{CACHE_NAME}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, ensure_ascii=False, separators=(",", ":"), default=str)
-        os.replace(tmp, folder / CACHE_NAME)
+        os.replace(tmp, os.path.join(folder, CACHE_NAME))
     except (OSError, TypeError, ValueError):
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
 
 
-def load_catalog(directory: str | os.PathLike | None = None, *, use_cache: bool = True,
+def load_catalog(directory: "str | os.PathLike | None" = None, *, use_cache: bool = True,
                  annotate=None, extra_key: bytes = b"") -> Catalog:
     """Load every *.yaml under the catalog folder; raise CatalogError on any defect.
 
     annotate(catalog) is called on a freshly parsed catalog before it is cached (the engine sets each
     entry's grammar class and the prefilter keys there)."""
-    folder = Path(directory) if directory is not None else CATALOG_DIR
-    if not folder.is_dir():
+    folder = os.fspath(directory) if directory is not None else CATALOG_DIR
+    if not os.path.isdir(folder):
         raise CatalogError(f"catalog folder not found: {folder}")
     files = []
-    for path in sorted(folder.glob("*.yaml")):
+    for name in sorted(f for f in os.listdir(folder) if f.endswith(".yaml")):
         try:
-            files.append((path.name, path.read_bytes()))
+            with open(os.path.join(folder, name), "rb") as fh:
+                files.append((name, fh.read()))
         except OSError as exc:
-            raise CatalogError(f"{path.name}: cannot read: {exc.strerror or exc}") from None
+            raise CatalogError(f"{name}: cannot read: {exc.strerror or exc}") from None
     key = _digest(files + [("", extra_key)])
     if use_cache and os.environ.get("TRIAGE_NO_CACHE") != "1":
         cat = _from_cache(folder, key)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterator
 
 from .engine import CHUNK, TS_BACK, _Triage
 
