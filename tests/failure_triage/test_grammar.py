@@ -243,3 +243,99 @@ def test_glog_times_order_ranks_in_one_file(triage):
             "600020 milliseconds before timing out.")
     res = triage.triage_text(line.format(r=1, s="44.903") + "\n" + line.format(r=0, s="44.159"))
     assert res["root_cause"]["line"] == 2 and res["root_cause"]["rank"] == 0
+
+
+# Real lines from public threads (constructed logs around them), by class.
+PUBLIC = [
+    # https://github.com/deepspeedai/DeepSpeed/issues/7174 and #3929: a DeepSpeed op build that cannot link curand
+    ("/usr/bin/ld: cannot find -lcurand: No such file or directory", "linker-error"),
+    # https://github.com/NVIDIA/Megatron-LM/issues/935: the watchdog aborting a rank
+    ("terminate called after throwing an instance of 'c10::DistBackendError'", "cpp-exception"),
+    # deepspeed-889.log (dev): a missing CUDA header in a DeepSpeed op build
+    ("/root/anaconda3/envs/x/lib/python3.8/site-packages/deepspeed/ops/csrc/includes/gemm_test.h:6:10: fatal error: "
+     "cuda_profiler_api.h: No such file or directory", "missing-header"),
+    # glm-4.log (dev)
+    ("RuntimeError: CUDA error: invalid device ordinal", "cuda-error"),
+    # basicsr-737.log (dev): the watchdog's follow-up line
+    ("[rank1]:[E626 06:24:44.906457629 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception "
+     "(either an error or timeout) detected by watchdog at work: 808, last enqueued NCCL work: 811, last completed "
+     "NCCL work: 807.", "c10d-echo"),
+]
+
+
+@pytest.mark.parametrize("line,klass", PUBLIC, ids=[k for _, k in PUBLIC])
+def test_public_lines_are_classified(line, klass, triage, catalog):
+    s = triage.clean(line)[0].strip()
+    assert catalog.prefilter.search("\n" + s)
+    assert sys.modules["triage.grammar"].classify(s)[0].id == klass
+
+
+def test_cpp_exception_takes_its_what_line(triage):
+    log = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
+           "  what():  [PG 1 Rank 7] Process group watchdog thread terminated with exception: [Rank 7] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=199, OpType=_REDUCE_SCATTER_BASE, NumelIn=70, NumelOut=44, "
+           "Timeout(ms)=600000) ran for 882725 milliseconds before timing out.\n")
+    root = _root(triage, log)
+    assert root["line"] == 1 and root["class"] == "cpp-exception" and root["signature"] == "nccl-watchdog-timeout"
+
+
+# --------------------------------------------------------------------------- queries and the cache
+
+def _cli(*args):
+    import subprocess
+    return subprocess.run([sys.executable, str(SCRIPTS / "triage_log.py"), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_explain_prints_one_entry_with_wordings_and_a_class():
+    import json
+    r = _cli("--explain", "nccl-watchdog-timeout", "--output", "json")
+    assert r.returncode == 0
+    doc = json.loads(r.stdout)
+    assert doc["id"] == "nccl-watchdog-timeout" and doc["cause"] and doc["fix"] and doc["versions"]
+    assert len(doc["wordings"]) >= 2 and doc["class"] == "watchdog-timeout"
+    r = _cli("--explain", "linker-error")
+    assert r.returncode == 0 and "LIBRARY_PATH" in r.stdout
+    r = _cli("--explain", "no-such-id")
+    assert r.returncode == 1 and "no catalog entry or class" in r.stderr
+
+
+def test_search_ranks_the_matching_entry_first():
+    import json
+    r = _cli("--search", "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+                         "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE", "--output", "json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["entries"][0]["id"] == "torch-store-port-in-use" and doc["class"] == "c10d-store"
+    r = _cli("--search", "watchdog timeout")
+    assert r.returncode == 0 and "nccl-watchdog-timeout" in r.stdout
+    assert _cli("--search", "zzzz qqqq").returncode == 1
+
+
+def test_catalog_cache_is_rebuilt_when_the_yaml_changes(tmp_path, triage):
+    import shutil
+    src = SCRIPTS.parent / "catalog"
+    cat_dir = tmp_path / "catalog"
+    cat_dir.mkdir()
+    for f in src.glob("*.yaml"):
+        shutil.copy(f, cat_dir / f.name)
+    first = triage.load_catalog(cat_dir)
+    assert (cat_dir / ".compiled.json").is_file()
+    again = triage.load_catalog(cat_dir)
+    assert [e.id for e in again.ordered] == [e.id for e in first.ordered]
+    y = cat_dir / "torch.yaml"
+    y.write_text(y.read_text().replace("id: torch-env-var-not-set", "id: torch-env-var-not-set-renamed"))
+    changed = triage.load_catalog(cat_dir)
+    assert "torch-env-var-not-set-renamed" in changed.by_id and "torch-env-var-not-set" not in changed.by_id
+    y.write_text("- {id: broken")
+    with pytest.raises(triage.CatalogError):
+        triage.load_catalog(cat_dir)
+
+
+def test_catalog_loads_without_a_writable_cache_and_without_the_c_loader(tmp_path, triage, monkeypatch):
+    import yaml
+    monkeypatch.setenv("TRIAGE_NO_CACHE", "1")
+    monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    cat = triage.load_catalog(SCRIPTS.parent / "catalog")
+    assert len(cat.entries) > 100
+    assert triage.triage_text("ValueError: Tried to find /x but folder does not exist", cat)["root_cause"]["signature"] \
+        == "accelerate-load-state-missing-dir"

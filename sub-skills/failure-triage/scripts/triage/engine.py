@@ -344,7 +344,8 @@ class _Triage:
             rec, left = follow
             own = grammar.classify(s)[0] if entry is not None else None
             if entry is not None and entry.role == "root" and state is None and \
-                    (own is None or own.id == "python-exception"):
+                    (own is None or own.id in ("python-exception", "cpp-exception", rec["class"])
+                     or s.startswith("what():")):
                 # (a line that states its own failure, a launcher's -9 exit, is not a continuation)
                 del self.follow[key]
                 rec.update(signature=entry.id, cause=entry.cause, fix=entry.fix, reference=entry.reference)

@@ -332,8 +332,8 @@ def watchdog_timeout(s):
     Not:
     | [E ProcessGroupNCCL.cpp:737] Some NCCL operations have failed or timed out.
     """
-    if "Some NCCL operations have failed" in s or "communicator was aborted" in s:
-        return None
+    if "Some NCCL operations have failed" in s or "communicator was aborted" in s or "thread terminated" in s:
+        return None  # echoes quoting the timeout (c10d-echo)
     return _m(_WATCHDOG, s)
 
 
