@@ -160,6 +160,7 @@ class _Triage:
         self.follow: dict = {}               # rank key -> (record, lines left) for a message's next lines
         self.join: dict = {}                 # rank key -> record whose "Last error:" continues on the next line
         self.last_rec: dict = {}             # rank key -> the last failure record outside a traceback
+        self.weak: dict = {}                 # rank key -> [W ...] errno candidates an [E ...] line may absorb
         self.elastic: dict | None = None     # torchrun's "Root Cause (first observed failure)" block
         self.filter = True                   # entries without trigger words are reached through the prefilter
         self.file: str | None = None
@@ -172,7 +173,7 @@ class _Triage:
     def begin_file(self, name: str | None, start_line: int):
         """Lines after this belong to file `name` (its line 1 is input line start_line + 1)."""
         self.file, self.file_start = name, start_line
-        self.tb.clear(), self.follow.clear(), self.chain.clear(), self.join.clear()
+        self.tb.clear(), self.follow.clear(), self.chain.clear(), self.join.clear(), self.weak.clear()
         self.elastic = None
         self.recent.clear()
 
@@ -218,7 +219,27 @@ class _Triage:
     def _key(rec: dict):
         return (rec["signature"], rec["signature"] is None and rec["text"])
 
-    def _candidate(self, rec: dict):
+    def _candidate(self, rec: dict, key=None):
+        text = rec["text"]
+        if text.startswith("[W") and "errno" in text:
+            self.weak.setdefault(key, []).append(rec)
+        elif text.startswith(("[E", "[F")) and key in self.weak:
+            # the c10d warnings with an errno ([W socket.cpp] ... errno: 98) right before the error
+            # they explain are part of its finding
+            for w in self.weak.pop(key):
+                if rec["line"] - w["line"] > 6 or rec["file"] != w["file"]:
+                    continue
+                for k, v in list(self.cands.items()):
+                    if v is w:
+                        del self.cands[k]
+                more = rec.setdefault("more", [])
+                if len(more) < MORE_LINES:
+                    more.append(w["text"])
+                if rec["signature"] is None and w["signature"] is not None:
+                    rec.update(signature=w["signature"], cause=w["cause"], fix=w["fix"], reference=w["reference"])
+            k0, k1 = self._key(rec) + (0,), self._key(rec) + (1,)
+            if self.cands.get(k1) is not None and self.cands.get(k0) is None:
+                self.cands[k0] = self.cands.pop(k1)
         k0, k1 = self._key(rec) + (0,), self._key(rec) + (1,)
         first, second = self.cands.get(k0), self.cands.get(k1)
         if first is None:
@@ -249,7 +270,7 @@ class _Triage:
                 return target, g, "fallback"
         return fc, g, (fc.role if fc is not None else None)
 
-    def _emit(self, line_no, rank, s, entry, fc, g, kind) -> dict | None:
+    def _emit(self, line_no, rank, s, entry, fc, g, kind, key=None) -> dict | None:
         """Record a failure line outside a traceback according to its role."""
         if entry is not None and entry.role != "root":
             rec = self._record(line_no, rank, s, entry, fc, g, entry.role)
@@ -258,13 +279,9 @@ class _Triage:
             else:
                 self._note_secondary(rec)
             return rec
-        if entry is not None:
+        if entry is not None or kind == "root":
             rec = self._record(line_no, rank, s, entry, fc, g, "root")
-            self._candidate(rec)
-            return rec
-        if kind == "root":
-            rec = self._record(line_no, rank, s, None, fc, g, "root")
-            self._candidate(rec)
+            self._candidate(rec, key)
             return rec
         if kind == "fallback":
             rec = self._record(line_no, rank, s, None, fc, g, "fallback")
@@ -362,7 +379,7 @@ class _Triage:
         if _NOTE.search(s) and not self.pre.search("\n" + s.split("note:", 1)[0]):
             return  # a compiler's note: belongs to the error before it
         fc, g, kind = self._classify(s)
-        rec = self._emit(line_no, rank, s, entry, fc, g, kind)
+        rec = self._emit(line_no, rank, s, entry, fc, g, kind, key)
         if s.endswith("Last error:"):
             # NCCL's "Last error:" continues the failure before it (or this line) on the next line
             target = rec if rec is not None else self.last_rec.get(key)

@@ -355,7 +355,7 @@ _NCCL_HINT = {
     "nccl-error", "root",
     "NCCL reported an error ({kind}); the line after `Last error:` (printed with NCCL_DEBUG=WARN or INFO) "
     "names the failing call.",
-    "Rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET for network) and read the first `NCCL WARN` "
+    "{hint}Rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET for network) and read the first `NCCL WARN` "
     "line of the first failing rank: wrong interface -> NCCL_SOCKET_IFNAME; /dev/shm too small in "
     "containers -> --shm-size or --ipc=host; InfiniBand -> NCCL_IB_HCA / NCCL_IB_DISABLE=1 to test; P2P on "
     "consumer GPUs -> NCCL_P2P_DISABLE=1; invalid usage -> make all ranks issue the same collectives, one "
@@ -381,7 +381,27 @@ def nccl_error(s):
         code = ("SystemError" if "system error" in low else "UnhandledCudaError" if "cuda error" in low else
                 "RemoteError" if "remote process" in low else "InvalidUsage" if "invalid usage" in low else None)
     g["kind"] = _NCCL_HINT.get(code or "", "see the message")
+    low = s.lower()
+    g["hint"] = next((h for k, h in _NCCL_WARN_HINTS if k in low), "")
     return g
+
+
+# what the common NCCL WARN / error texts mean (nccl src/: enqueue.cc, bootstrap.cc, transport/net_ib.cc, shm)
+_NCCL_WARN_HINTS = (
+    ("out of memory", "NCCL could not allocate its buffers on the GPU: the GPU was already nearly full (your batch "
+                      "size or another process on the GPU, see nvidia-smi); free memory first or lower NCCL_BUFFSIZE. "),
+    ("already checked in", "two processes claimed the same rank: the launcher's task layout does not match the "
+                           "script's (srun --ntasks-per-node vs the trainer's devices / num_nodes); every process "
+                           "needs a distinct RANK. "),
+    ("duplicate gpu", "two ranks use the same GPU: call torch.cuda.set_device(local_rank) or give each worker its "
+                      "own CUDA_VISIBLE_DEVICES. "),
+    ("ibv_", "an InfiniBand verbs call failed: check the HCA (ibstat), NCCL_IB_HCA, and try NCCL_IB_DISABLE=1 to "
+             "confirm. "),
+    ("/dev/shm", "the shared-memory transport could not map /dev/shm: give the container more (--shm-size, "
+                 "--ipc=host). "),
+    ("socket", "a socket call failed: check NCCL_SOCKET_IFNAME names an interface every node can reach. "),
+    ("connect", "a connection between ranks failed: check NCCL_SOCKET_IFNAME and the firewall between nodes. "),
+)
 
 
 _C10D_BIND = _Lazy(r"server socket has failed to (?:listen|bind)|EADDRINUSE|Address already in use|"
@@ -687,7 +707,9 @@ _SLURM = _Lazy(r"^(?:srun|sbatch|salloc|slurmstepd(?:-\S+)?): error: (?P<msg>.+)
     "slurm-error", "root",
     "SLURM refused or stopped the job step: {msg}",
     "Read the SLURM message: resources (--gres, --mem, --ntasks-per-node) the partition cannot give, an "
-    "invalid account/partition, or a limit the step hit; sacct -j JOBID shows the state and exit codes.",
+    "invalid account/partition, or a limit the step hit; a step CANCELLED without a reason was cancelled by "
+    "scancel, a node failure, or srun after a task aborted (a collective timeout with NCCL_BLOCKING_WAIT / "
+    "NCCL_ASYNC_ERROR_HANDLING set aborts the process); sacct -j JOBID shows the state and exit codes.",
     "multi-node.md", needs=("error:",))
 def slurm_error(s):
     """An srun/slurmstepd error that is not a task-exit summary (those are launcher-exit).
