@@ -339,3 +339,26 @@ def test_catalog_loads_without_a_writable_cache_and_without_the_c_loader(tmp_pat
     assert len(cat.entries) > 100
     assert triage.triage_text("ValueError: Tried to find /x but folder does not exist", cat)["root_cause"]["signature"] \
         == "accelerate-load-state-missing-dir"
+
+
+def test_c10d_warnings_with_errno_join_the_error_after_them(triage):
+    log = ("[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n"
+           "[W socket.cpp:426] [c10d] The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).\n"
+           "[E socket.cpp:462] [c10d] The server socket has failed to listen on any local network address.\n")
+    root = _root(triage, log)
+    assert root["line"] == 3 and root["class"] == "c10d-store" and len(root["more"]) == 2
+    alone = _root(triage, log.splitlines()[0])
+    assert alone["line"] == 1 and alone["class"] == "c10d-store" and "port" in alone["fix"]
+
+
+def test_package_modules_stay_small_and_acyclic():
+    """DEVELOPERS.md structure: no module over 1000 lines; each engine module imports only earlier ones."""
+    order = ["clean", "grammar", "catalog", "engine", "reader"]
+    for path in [SCRIPTS / "triage_log.py", *sorted((SCRIPTS / "triage").glob("*.py"))]:
+        text = path.read_text(encoding="utf-8")
+        assert text.count("\n") < 1000, path
+        if path.parent.name == "triage" and path.stem in order:
+            own = order.index(path.stem)
+            for m in re.findall(r"^from \.(\w+) import|^\s+from \.(\w+) import", text, re.M):
+                dep = m[0] or m[1]
+                assert order.index(dep) < own, (path.stem, dep)

@@ -7,6 +7,7 @@ Modules, each importing only those listed before it:
   catalog  - the YAML signature catalog (loaded through a compiled JSON cache), match order,
              --explain / --search
   engine   - the streaming analysis: tracebacks, multi-line messages, candidates, timestamps,
-             several files; the bounded readers
+             several files
+  reader   - the bounded readers: byte blocks, the prefilter's skip in C
 Standard library + PyYAML only; never imports torch, accelerate or deepspeed.
 """
