@@ -550,11 +550,11 @@ class _Triage:
                 if promoted["signature"] is not None and self.cat.by_id[promoted["signature"]].role != "root":
                     root["signature"] = None
                 if root["signature"] is None:
-                    root["cause"], root["fix"], root["reference"] = (
-                        fc.text("cause", {"what": "see the line"}) if fc.id == "launcher-exit" else fc.cause,
-                        fc.fix, fc.reference)
-                if fc.id == "launcher-exit" and root["signature"] is None:
-                    root["cause"], root["fix"] = _CASCADE_ONLY_CAUSE, _CASCADE_ONLY_FIX
+                    # a launcher's plain exit says only that the rank's own output is missing; a
+                    # signal, a crash or a watchdog echo says what to do by its class
+                    cause, fix = ((_CASCADE_ONLY_CAUSE, _CASCADE_ONLY_FIX) if fc.id == "launcher-exit"
+                                  else (fc.cause, fc.fix))
+                    root.update(cause=cause, fix=fix, reference=fc.reference)
         elif self.first_cascade is not None:
             c = self.first_cascade
             root = {k: c.get(k) for k in _PUBLIC}
