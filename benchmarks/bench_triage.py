@@ -97,20 +97,100 @@ def score(tri, catalog, labels: list, base: Path, repeat: int) -> tuple[dict, li
     return summary, rows
 
 
-def throughput(tri, catalog, mib: int) -> dict:
-    """Time one synthetic training log of about mib MiB whose root is its last line."""
-    noise = [f"step {i} loss={1 / (i + 1):.4f} lr=1e-4 grad_norm=0.98 tokens/s=12345\n" for i in range(4096)]
-    lines, size = [], 0
-    while size < mib * 1024 * 1024:
-        lines.extend(noise)
-        size += sum(len(x) for x in noise)
-    lines.extend(["Traceback (most recent call last):\n", '  File "train.py", line 1, in <module>\n',
-                  "ValueError: Tried to find ckpt but folder does not exist\n"])
-    t0 = time.perf_counter()
-    res = tri.triage_lines(lines, catalog)
-    dt = time.perf_counter() - t0
-    return {"throughput_mib_per_s": round(size / dt / 1024 / 1024, 1),
-            "throughput_found_root": (res["root_cause"] or {}).get("line") == len(lines)}
+def _noise_lines(n: int) -> list[str]:
+    """Training-log noise of three common shapes: DeepSpeed's logger, the HF Trainer's dict, tqdm."""
+    out = []
+    for i in range(n):
+        k = i % 3
+        if k == 0:
+            out.append(f"[2026-12-01 12:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d}] [INFO] [logging.py:128:log_dist] "
+                       f"[Rank 0] step={i}, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]\n")
+        elif k == 1:
+            out.append(f"{{'loss': {1 / (i + 1):.4f}, 'grad_norm': 0.98, 'learning_rate': 1e-05, 'epoch': {i / 4096:.2f}}}\n")
+        else:
+            out.append(f" {i % 100:2d}%|#####     | {i}/40960 [01:02<03:04, 12.34it/s]\n")
+    return out
+
+
+def _cpu() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _child_cpu(argv: list[str], bytecode: bool = True) -> float:
+    """CPU seconds (user + system) one child process used; bytecode=False runs it with
+    PYTHONDONTWRITEBYTECODE=1 and an empty PYTHONPYCACHEPREFIX (every module compiled from source, as
+    on a read-only install without bytecode files)."""
+    import os
+    import subprocess
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    import tempfile
+    with tempfile.TemporaryDirectory() as empty:
+        if not bytecode:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+            env["PYTHONPYCACHEPREFIX"] = empty
+        before = _cpu()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600, env=env)
+        return _cpu() - before
+
+
+def speed(tri, mib: int, repeat: int) -> dict:
+    """Issue 20 item 8: a small log's CPU time against the interpreter's start, a mib-MiB log against
+    a plain Python loop over its lines, and random bytes; every figure the best of `repeat` runs."""
+    import os
+    import random
+    import tempfile
+    script = str(Path(tri.__file__))
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        small = os.path.join(tmp, "small.log")
+        with open(small, "w", encoding="utf-8") as fh:
+            fh.write("step 1 loss 0.5\nTraceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+                     "    main()\nValueError: Tried to find /ckpt/step_9 but folder does not exist\nstep 2\n")
+        _child_cpu([sys.executable, script, small])  # the first run may (re)build the catalog cache and .pyc
+        start = min(_child_cpu([sys.executable, "-c", "pass"]) for _ in range(repeat))
+        run = min(_child_cpu([sys.executable, script, small]) for _ in range(repeat))
+        cold = min(_child_cpu([sys.executable, script, small], bytecode=False) for _ in range(repeat))
+        cold_start = min(_child_cpu([sys.executable, "-c", "pass"], bytecode=False) for _ in range(repeat))
+        out.update(small_log_cpu_s=round(run, 4), interpreter_start_cpu_s=round(start, 4),
+                   small_log_ratio=round(run / start, 1) if start else None,
+                   small_log_no_bytecode_cpu_s=round(cold, 4),
+                   small_log_no_bytecode_ratio=round(cold / cold_start, 1) if cold_start else None,
+                   interpreter_start_no_bytecode_cpu_s=round(cold_start, 4))
+        big = os.path.join(tmp, "big.log")
+        noise = _noise_lines(6000)
+        size = 0
+        with open(big, "w", encoding="utf-8") as fh:
+            while size < mib * 1024 * 1024:
+                fh.writelines(noise)
+                size += sum(len(x) for x in noise)
+            fh.write("Traceback (most recent call last):\n  File \"train.py\", line 1, in <module>\n"
+                     "ValueError: Tried to find ckpt but folder does not exist\n")
+        loops, runs, found = [], [], False
+        for _ in range(max(1, min(repeat, 3))):
+            t0 = time.process_time()
+            with open(big, encoding="utf-8", errors="replace") as fh:
+                for _line in fh:
+                    pass
+            loops.append(time.process_time() - t0)
+            t0 = time.process_time()
+            res = tri.triage_inputs([big], tri.load_catalog(), tri.MAX_BYTES, tri.MAX_LINE, tri.MAX_SECONDS, [])
+            runs.append(time.process_time() - t0)
+            found = (res["root_cause"] or {}).get("signature") == "accelerate-load-state-missing-dir"
+        out.update(big_log_mib=round(os.path.getsize(big) / 1024 / 1024, 1), big_log_cpu_s=round(min(runs), 3),
+                   plain_loop_cpu_s=round(min(loops), 3), big_log_ratio=round(min(runs) / min(loops), 1),
+                   big_log_mib_per_s=round(os.path.getsize(big) / 1024 / 1024 / min(runs), 1), big_log_found_root=found)
+        rnd = os.path.join(tmp, "random.bin")
+        with open(rnd, "wb") as fh:
+            fh.write(random.Random(0).randbytes(50 * 1024 * 1024))
+        t0 = time.process_time()
+        res = tri.triage_inputs([rnd], tri.load_catalog(), tri.MAX_BYTES, tri.MAX_LINE, tri.MAX_SECONDS, [])
+        out.update(random_50mb_cpu_s=round(time.process_time() - t0, 3),
+                   random_50mb_root=None if res["root_cause"] is None else res["root_cause"]["class"])
+    out.update(small_log_target="< 6x interpreter start", big_log_target="< 15x plain loop")
+    return out
 
 
 def main(argv=None) -> int:
@@ -122,8 +202,10 @@ def main(argv=None) -> int:
     ap.add_argument("--labels", help="score this labels.yaml alone (its logs beside it) instead of the parts")
     ap.add_argument("--catalog", help="catalog folder (default: the sub-skill's catalog/)")
     ap.add_argument("--repeat", type=int, default=5, help="timing runs per log (default 5)")
-    ap.add_argument("--throughput-mib", type=int, default=16,
-                    help="also time a synthetic training log of this many MiB (0: skip; default 16)")
+    ap.add_argument("--throughput-mib", type=int, default=56,
+                    help="speed figures (issue 20 item 8): a small log vs the interpreter's start, a synthetic "
+                         "training log of this many MiB vs a plain loop over its lines, 50 MB of random bytes "
+                         "(0: skip; default 56)")
     ap.add_argument("--misses", action="store_true", help="print each miss, per part")
     ap.add_argument("--output", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
@@ -148,7 +230,7 @@ def main(argv=None) -> int:
     for name, labels in loaded.items():
         summary, rows = score(tri, catalog, labels, Path(chosen[name]).parent, args.repeat)
         parts[name] = {"labels": str(chosen[name]), "summary": summary, "logs": rows}
-    extra = throughput(tri, catalog, args.throughput_mib) if args.throughput_mib > 0 else {}
+    extra = speed(tri, args.throughput_mib, max(3, args.repeat)) if args.throughput_mib > 0 else {}
     first = parts.get("dev") or parts.get("labels") or next(iter(parts.values()))
     if args.output == "json":
         doc = {"catalog_entries": len(catalog.entries), "parts": parts,
@@ -167,8 +249,15 @@ def main(argv=None) -> int:
         print("test is the held-out part (tests/failure_triage/real_logs_test/): its figure is the one that counts")
     print(f"time per log: best of {args.repeat}, in-process, catalog loaded once")
     if extra:
-        print(f"throughput:   {extra['throughput_mib_per_s']} MiB/s on a {args.throughput_mib} MiB synthetic log "
-              f"(root found at its last line: {extra['throughput_found_root']})")
+        e = extra
+        print(f"small log:    {e['small_log_cpu_s']} s CPU = {e['small_log_ratio']}x the interpreter's start "
+              f"({e['interpreter_start_cpu_s']} s, python -c pass; target < 6x); without bytecode files "
+              f"{e['small_log_no_bytecode_cpu_s']} s = {e['small_log_no_bytecode_ratio']}x the start without them "
+              f"({e['interpreter_start_no_bytecode_cpu_s']} s)")
+        print(f"big log:      {e['big_log_cpu_s']} s CPU for {e['big_log_mib']} MiB ({e['big_log_mib_per_s']} MiB/s) = "
+              f"{e['big_log_ratio']}x a plain loop over its lines ({e['plain_loop_cpu_s']} s; target < 15x); "
+              f"root found: {e['big_log_found_root']}")
+        print(f"random bytes: {e['random_50mb_cpu_s']} s CPU for 50 MB, root: {e['random_50mb_root']}")
     if args.misses:
         for name, part in parts.items():
             misses = [r for r in part["logs"] if not (r["root_hit"] and r["fix_hit"])]

@@ -26,7 +26,7 @@ PINNED = {"accelerate": "1.15.0", "deepspeed": "0.19.8", "torch": "2.13.0", "dal
 PACKAGE_OF = {"accelerate": "accelerate", "deepspeed": "deepspeed", "torch": "torch",
               "dalle_pytorch": "dalle-pytorch"}
 KEYS = {"id", "library", "versions", "role", "pattern", "example", "source", "cause", "fix", "reference",
-        "specializes"}
+        "specializes", "wordings"}
 ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)+$")
 
 
@@ -51,7 +51,7 @@ def test_catalog_files_exist_and_load(catalog):
 @pytest.mark.parametrize("where,e", ENTRIES, ids=[w for w, _ in ENTRIES])
 def test_schema(where, e):
     assert isinstance(e, dict), where
-    missing = KEYS - {"reference", "specializes"} - set(e)
+    missing = KEYS - {"reference", "specializes", "wordings"} - set(e)
     assert not missing, f"{where}: missing {missing}"
     assert set(e) <= KEYS, f"{where}: unknown keys {set(e) - KEYS}"
     assert ID.match(e["id"]), f"{where}: id not kebab-case: {e['id']}"
@@ -171,3 +171,24 @@ def test_pattern_stays_fast_on_adversarial_lines(where, e, triage):
     for p in probes:
         rx.search(p)
     assert time.perf_counter() - t0 < 0.5, f"{where}: pattern is slow on repeated input"
+
+
+WORDED = [(w, e, x) for w, e in ENTRIES for x in e.get("wordings") or []]
+
+
+@pytest.mark.parametrize("where,e,wording", WORDED, ids=[f"{w}:{x['versions'][:30]}" for w, _, x in WORDED])
+def test_every_listed_wording_is_matched_by_its_entry(where, e, wording, catalog, triage):
+    """Issue 20 item 3: an entry matches what stays the same across versions; each wording it lists
+    (with the versions that print it) is attributed to it, as a line and inside a log."""
+    assert set(wording) == {"text", "versions"} and wording["versions"]
+    text = triage.clean(wording["text"])[0].strip()
+    got = catalog.match(text)
+    assert got is not None and got.id == e["id"], (where, wording, got and got.id)
+    res = triage.triage_text("step 1\n" + wording["text"] + "\n")
+    assert res["root_cause"]["signature"] == e["id"] or e["role"] != "root"
+
+
+def test_version_independent_cores_list_their_wordings(catalog):
+    for eid in ("nccl-watchdog-timeout", "torch-fsdp-flat-param-requires-grad-reported",
+                "deepspeed-op-cuda-version-mismatch"):
+        assert len(catalog.by_id[eid].wordings) >= 2, eid

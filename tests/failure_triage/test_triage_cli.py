@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "sub-skills" / "failure-triage" / "scripts" / "triage_log.py"
-KEYS = {"line", "rank", "text", "signature", "cause", "fix", "reference"}
+KEYS = {"line", "rank", "text", "signature", "cause", "fix", "reference", "class", "file", "file_line"}
 
 LOAD = "ValueError: Tried to find /ckpt/step_9 but folder does not exist"
 TB = [
@@ -256,14 +256,14 @@ def test_long_line_is_cut_in_the_report(triage, catalog):
 # --------------------------------------------------------------------------- no library imports
 
 def test_script_imports_only_stdlib_and_yaml():
-    tree = ast.parse(SCRIPT.read_text())
     mods = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            mods |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            mods.add(node.module.split(".")[0])
-    allowed = set(sys.stdlib_module_names) | {"yaml", "__future__"}
+    for path in [SCRIPT, *sorted((SCRIPT.parent / "triage").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                mods.add(node.module.split(".")[0])
+    allowed = set(sys.stdlib_module_names) | {"yaml", "__future__", "triage"}
     assert mods <= allowed, mods - allowed
     assert not mods & {"torch", "accelerate", "deepspeed", "transformers"}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import sys
 import re
 from pathlib import Path
 
@@ -43,7 +44,7 @@ TRANSFORMERS_NAMES = {
     "CUDA_HOME": "deepspeed/ops/op_builder/builder.py reads it",
 }
 # Spans that are shell commands, file names or values rather than names to look up.
-NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss"}
+NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss", "E1201", "MESSAGE"}  # E1201: a glog level+date; MESSAGE: a placeholder
 
 
 def _spans(text: str) -> list[str]:
@@ -107,6 +108,9 @@ def _own_names() -> set[str]:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     names |= {o for a in mod.build_parser()._actions for o in a.option_strings}
+    # the report's JSON keys, the catalog's keys and the grammar's class ids (issue 20)
+    names |= {"class", "file", "file_line", "more", "wordings", "versions", "text"}
+    names |= {c.id for c in sys.modules["triage.grammar"].CLASSES}
     labels = yaml.safe_load((REPO / "tests" / "failure_triage" / "real_logs" / "labels.yaml").read_text())
     names |= {k for lab in labels for k in lab}
     facts = json.loads((REPO / "tests" / "dalle_siblings" / "facts_58c1e1a.json").read_text())
