@@ -4,11 +4,11 @@ Run under torchrun (2 ranks, gloo, CPU). argv: SCENARIO [PG_TIMEOUT_SECONDS]
   healthy  every rank runs the same collectives
   skip     rank 1 skips the last all_reduce (seq 4 of the default group) and waits elsewhere
   order    rank 0 runs all_reduce then broadcast, rank 1 broadcast then all_reduce (seq 3)
-  size     rank 1 all_reduces 8 elements where rank 0 all_reduces 4 (seq 3)
+  size     rank 1 all_reduces 8 elements where rank 0 all_reduces 4 (seq 3): gloo aborts the process
   subgroup as healthy, then rank 1 skips an all_reduce on a second group (new_group, desc "side")
 
-Each rank writes what torch 2.13.0 gives it, to the prefix in TORCH_FR_DUMP_TEMP_FILE (the name
-ProcessGroupNCCL's automatic dump uses, <prefix><rank>):
+Each rank writes what torch 2.13.0 gives it, to the prefix in FR_TEST_PREFIX, named the way
+ProcessGroupNCCL's automatic dump names its file (<prefix><rank>):
   <prefix><rank>        torch._C._distributed_c10d._dump_fr_trace()       (pickle bytes)
   <prefix><rank>.json   torch._C._distributed_c10d._dump_fr_trace_json()  (JSON bytes)
 gloo has no automatic dump: the program dumps when a collective raises, or at the end. The rank
@@ -26,7 +26,7 @@ from torch._C import _distributed_c10d as c10d
 
 
 def dump(rank: int, note: str) -> None:
-    prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
+    prefix = os.environ["FR_TEST_PREFIX"]
     with open(f"{prefix}{rank}", "wb") as fh:
         fh.write(c10d._dump_fr_trace())
     with open(f"{prefix}{rank}.json", "wb") as fh:
@@ -37,7 +37,7 @@ def dump(rank: int, note: str) -> None:
 def wait_for_peer_dump(peer: int, seconds: float) -> None:
     """Stay alive (the hang) until the peer has dumped, so its collective times out instead of
     seeing this process go away."""
-    path = f"{os.environ['TORCH_FR_DUMP_TEMP_FILE']}{peer}.json"
+    path = f"{os.environ['FR_TEST_PREFIX']}{peer}.json"
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not os.path.exists(path):
         time.sleep(0.1)
@@ -81,8 +81,6 @@ def main() -> None:
         dist.barrier()
     except Exception as exc:  # the timeout (or gloo's own error) of the desynchronised collective
         dump(rank, type(exc).__name__ + ": " + str(exc).splitlines()[0][:200])
-        if scenario == "skip" or scenario == "subgroup":
-            return
         return
     dump(rank, "ok")
 

@@ -340,7 +340,7 @@ def normalise(raw, name: str) -> dict:
 def _frames(value) -> list:
     out = []
     if isinstance(value, list):
-        for f in value[:8]:
+        for f in value[:32]:
             if isinstance(f, dict):
                 out.append(f"{str(f.get('name'))[:80]} at {str(f.get('filename'))[:200]}:{_as_int(f.get('line'), '?')}")
     return out
@@ -642,10 +642,10 @@ def triage_dumps(paths: list[str], max_bytes: int = MAX_BYTES) -> tuple[dict, li
         return parse_fr_trace_text(text), notices
     by_rank: dict[int, tuple[str, dict]] = {}
     for f in files:
+        dump = load_dump(_read(f, max_bytes), f)
         rank = rank_from_name(f)
         if rank is None:
             raise FrDumpError(f"{f}: no rank at the end of the file name (torch names dumps <prefix><rank>)")
-        dump = load_dump(_read(f, max_bytes), f)
         if rank in by_rank:
             prev = by_rank[rank][0]
             # a folder can hold both forms of one rank (pickle and .json): keep the JSON one
@@ -686,7 +686,9 @@ def render_text(report: dict) -> str:
             what = info["collective"] or f"nothing (last collective of this group: seq {info['last_seq']})"
             state = f", state {info['state']}" if info.get("state") else ""
             out.append(f"  rank {r}: {what}{state}")
-            for fr in info.get("frames", [])[:3]:
+            frames = info.get("frames", [])
+            own = [fr for fr in frames if "/torch/" not in fr.replace("\\", "/")] or frames
+            for fr in own[:3]:   # the program's own frames first: torch's wrappers say nothing
                 out.append(f"      {fr}")
         for other in report.get("divergences", [])[1:]:
             out.append(f"  also: {other['message']}")
