@@ -6,6 +6,9 @@ Run under torchrun (2 ranks, gloo, CPU). argv: SCENARIO [PG_TIMEOUT_SECONDS]
   order    rank 0 runs all_reduce then broadcast, rank 1 broadcast then all_reduce (seq 3)
   size     rank 1 all_reduces 8 elements where rank 0 all_reduces 4 (seq 3): gloo aborts the process
   subgroup as healthy, then rank 1 skips an all_reduce on a second group (new_group, desc "side")
+  serve    as skip, and every rank first starts torch's per-rank debug worker server
+           (torch._C._distributed_c10d._WorkerServer, what torch.distributed.debug.start_debug_server
+           starts) and writes its port to <prefix>port<rank>; rank 1 waits for <prefix>release
 
 Each rank writes what torch 2.13.0 gives it, to the prefix in FR_TEST_PREFIX, named the way
 ProcessGroupNCCL's automatic dump names its file (<prefix><rank>):
@@ -48,6 +51,12 @@ def main() -> None:
     timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
     rank = dist.get_rank()
+    prefix = os.environ["FR_TEST_PREFIX"]
+    if scenario == "serve":
+        server = c10d._WorkerServer("::", 0)
+        with open(f"{prefix}port{rank}.tmp", "w") as fh:
+            fh.write(str(server.port))
+        os.replace(f"{prefix}port{rank}.tmp", f"{prefix}port{rank}")
     t = torch.ones(4)
     try:
         dist.all_reduce(t)                       # seq 1
@@ -63,7 +72,12 @@ def main() -> None:
             dist.all_reduce(torch.ones(4 if rank == 0 else 8))   # seq 3
         else:
             dist.all_reduce(t)                   # seq 3
-        if scenario == "skip":
+        if scenario in ("skip", "serve"):
+            if rank == 1 and scenario == "serve":   # skips seq 4 and waits to be released
+                deadline = time.monotonic() + timeout * 2
+                while time.monotonic() < deadline and not os.path.exists(f"{prefix}release"):
+                    time.sleep(0.1)
+                return
             if rank == 1:                        # skips seq 4 and "hangs" elsewhere
                 dump(rank, "ok")
                 wait_for_peer_dump(0, timeout * 4)

@@ -90,8 +90,10 @@ def runs(tmp_path_factory):
     done = {}
     # healthy runs with the buffer size left unset (the recorder is on by default)
     done["healthy"] = (base / "healthy", _torchrun("healthy", base / "healthy"))
-    for name in ("skip", "order", "subgroup"):
+    for name in ("skip", "order"):
         done[name] = (base / name, _torchrun(name, base / name, TORCH_FR_BUFFER_SIZE="64"))
+    # a ring of 3 entries: torchrun hands the variable to its workers, the oldest entries go
+    done["subgroup"] = (base / "subgroup", _torchrun("subgroup", base / "subgroup", TORCH_FR_BUFFER_SIZE="3"))
     return done
 
 
@@ -137,9 +139,11 @@ def test_gloo_dump_content_in_2_13(runs):
     assert d["version"] == "2.10"
     names = [(e["process_group"][0], e["process_group"][1], e["collective_seq_id"], e["profiling_name"])
              for e in d["entries"]]
-    assert names[:3] == [("0", "default_pg", 1, "gloo:all_reduce"), ("0", "default_pg", 2, "gloo:broadcast"),
-                         ("0", "default_pg", 3, "gloo:all_reduce")]
-    assert names[3:] == [("1", "side", 1, "gloo:all_reduce"), ("1", "side", 2, "gloo:all_reduce")]
+    # five collectives ran on rank 0 (seq 1-3 of the default group, seq 1-2 of "side"); the ring
+    # of TORCH_FR_BUFFER_SIZE=3 kept the newest three, record_id counts on across groups
+    assert names == [("0", "default_pg", 3, "gloo:all_reduce"), ("1", "side", 1, "gloo:all_reduce"),
+                     ("1", "side", 2, "gloo:all_reduce")]
+    assert [e["record_id"] for e in d["entries"]] == [2, 3, 4]
     assert {e["state"] for e in d["entries"]} == {"scheduled"}
     assert set(d["pg_config"]) == {""}          # not "0" and "1": fr_trace cannot map the entries
     assert d["entries"][0]["input_sizes"] == [[4]] and d["entries"][0]["input_dtypes"] == ["Float"]
@@ -225,6 +229,7 @@ def test_reordered_collectives_name_rank_1_broadcast_against_all_reduce(runs):
 
 
 def test_skip_in_a_second_group_names_that_group(runs):
+    """Ring buffers of 3 entries: the default group's common span agrees, "side" diverges."""
     code, out, _ = _triage("--output", "json", *_json_dumps(runs["subgroup"][0]))
     assert code == 0
     rep = json.loads(out)
@@ -300,6 +305,101 @@ def test_ring_buffer_start_is_aligned(runs, tmp_path):
     code, out, _ = _triage("--output", "json", a, b)
     div = json.loads(out)["divergence"]
     assert code == 0 and div["seq"] == 4 and div["ranks"] == [1]
+
+
+# --------------------------------------------------------------------------- other launchers, a live dump
+
+
+def _launcher_skip(cmd_head: list, out: Path, **env) -> str:
+    out.mkdir()
+    e = _env(FR_TEST_PREFIX=str(out / "fr_"), TORCH_FR_BUFFER_SIZE="2", **env)
+    code, text = _run([*cmd_head, WORKER, "skip", PG_TIMEOUT], e, out, limit=240)
+    assert code == 0 and "DUMPED 0" in text and "DUMPED 1" in text, text[-3000:]
+    return text
+
+
+def _assert_skip_with_ring_of_2(folder: Path):
+    for r in (0, 1):   # TORCH_FR_BUFFER_SIZE=2 reached both workers
+        assert len(json.loads((folder / f"fr_{r}.json").read_bytes())["entries"]) == 2
+    code, out, _ = _triage("--output", "json", folder / "fr_0.json", folder / "fr_1.json")
+    div = json.loads(out)["divergence"]
+    assert code == 0 and (div["type"], div["seq"], div["ranks"]) == ("missing", 4, [1])
+
+
+def test_accelerate_launch_passes_the_variables_to_every_rank(tmp_path):
+    """accelerate launch (2 CPU processes through torchrun, as cpu-multiprocess.md runs it)."""
+    accelerate = Path(sys.executable).parent / "accelerate"
+    _launcher_skip([accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                    "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", _free_port()],
+                   tmp_path / "acc", ACCELERATE_USE_CPU="1")
+    _assert_skip_with_ring_of_2(tmp_path / "acc")
+
+
+def test_deepspeed_launcher_passes_the_variables_to_local_ranks(tmp_path):
+    env_path = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    _launcher_skip([sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--no_local_rank",
+                    "--master_port", _free_port()], tmp_path / "ds", DS_ACCELERATOR="cpu", LOCAL_SIZE="2",
+                   PATH=env_path)
+    _assert_skip_with_ring_of_2(tmp_path / "ds")
+
+
+def test_deepspeed_multinode_exports_skip_the_flight_recorder_variables(tmp_path):
+    """The pdsh/MPI runners forward only names starting with EXPORT_ENVS or the accelerator's
+    prefixes; TORCH_FR_* and TORCH_NCCL_* need .deepspeed_env (runner.main)."""
+    code, out = _run([sys.executable, "-c",
+                      "from deepspeed.launcher.runner import EXPORT_ENVS, DEEPSPEED_ENVIRONMENT_NAME\n"
+                      "from deepspeed.accelerator.cuda_accelerator import CUDA_Accelerator\n"
+                      "p = EXPORT_ENVS + CUDA_Accelerator.export_envs(None)\n"
+                      "names = ['TORCH_FR_BUFFER_SIZE', 'TORCH_NCCL_DUMP_ON_TIMEOUT', 'TORCH_FR_DUMP_TEMP_FILE']\n"
+                      "print('FORWARDED', [n for n in names if any(n.startswith(x) for x in p)], p, "
+                      "DEEPSPEED_ENVIRONMENT_NAME)"], _env(DS_ACCELERATOR="cpu"), tmp_path, limit=120)
+    line = next(l for l in out.splitlines() if l.startswith("FORWARDED"))
+    assert line.startswith("FORWARDED []") and "'NCCL'" in line and line.endswith(".deepspeed_env"), out[-2000:]
+
+
+def test_a_hung_rank_serves_its_dump_over_http(tmp_path):
+    """torch's per-rank debug worker server answers POST /handler/fr_trace_json from its own
+    thread while the main thread waits in the collective rank 1 skipped (30 s timeout)."""
+    import threading
+    import time
+    import urllib.request
+    out = tmp_path / "serve"
+    out.mkdir()
+    pre = str(out / "fr_")
+    result = {}
+
+    def launch():
+        result["run"] = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                              f"--master_port={_free_port()}", WORKER, "serve", "30"],
+                             _env(FR_TEST_PREFIX=pre), out, limit=150)
+
+    t = threading.Thread(target=launch)
+    t.start()
+    try:
+        def fetch(r):
+            port = Path(f"{pre}port{r}").read_text()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/handler/fr_trace_json", data=b"",
+                                         method="POST")
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.read()
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(Path(f"{pre}port{r}").exists() for r in (0, 1)):
+            time.sleep(0.2)
+        while time.monotonic() < deadline:
+            if any(e["collective_seq_id"] == 4 for e in json.loads(fetch(0)).get("entries", [])):
+                break
+            time.sleep(0.2)
+        live = [out / f"live_{r}.json" for r in (0, 1)]
+        for r in (0, 1):
+            live[r].write_bytes(fetch(r))
+    finally:
+        Path(f"{pre}release").touch()
+        t.join(200)
+    assert "DUMPED 1" not in result["run"][1]           # rank 1 never dumped by itself
+    code, rep, _ = _triage("--output", "json", *live)
+    div = json.loads(rep)["divergence"]
+    assert code == 0 and (div["type"], div["seq"], div["ranks"], div["expected"]) == ("missing", 4, [1], "all_reduce")
 
 
 # --------------------------------------------------------------------------- fr_trace
