@@ -188,6 +188,28 @@ def test_buffer_size_variables_on_gloo(tmp_path, env, entries, deprecated):
     assert ("TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated" in out) == deprecated, out
 
 
+_WHEN = r"""
+import json, os, sys, torch, torch.distributed as dist
+from torch._C import _distributed_c10d as c10d
+if sys.argv[2] == "before":
+    os.environ["TORCH_FR_BUFFER_SIZE"] = "1"
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+if sys.argv[2] == "after":
+    os.environ["TORCH_FR_BUFFER_SIZE"] = "1"
+for _ in range(3):
+    dist.all_reduce(torch.ones(2))
+print("ENTRIES", len(json.loads(c10d._dump_fr_trace_json()).get("entries", [])))
+"""
+
+
+@pytest.mark.parametrize("when, entries", [("before", 1), ("after", 3)])
+def test_variables_are_read_when_the_first_group_is_created(tmp_path, when, entries):
+    script = tmp_path / "when.py"
+    script.write_text(_WHEN)
+    code, out = _run([sys.executable, script, tmp_path / "store", when], _env(), tmp_path, limit=90)
+    assert code == 0 and f"ENTRIES {entries}" in out, out
+
+
 def test_gloo_size_mismatch_aborts_before_any_dump(tmp_path):
     """All-reducing 4 elements on one rank and 8 on the other: gloo's enforce aborts a process
     (SIGABRT), so the program's except clause never runs and that rank leaves no dump."""
