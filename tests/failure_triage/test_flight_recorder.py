@@ -137,6 +137,14 @@ def test_gloo_dump_content_in_2_13(runs):
     folder = runs["subgroup"][0]
     d = json.loads((folder / "fr_0.json").read_bytes())
     assert d["version"] == "2.10"
+    assert set(d) == {"comm_lib_version", "entries", "nccl_comm_state", "pg_config", "pg_status", "version"}
+    assert {"record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "is_p2p", "op_id",
+            "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state",
+            "retired", "time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns",
+            "timeout_ms", "thread_name"} <= set(d["entries"][0])
+    assert d["entries"][0]["timeout_ms"] == 3000 and d["entries"][0]["retired"] is True
+    # pg_status says the timed-out seq 2 of "side" completed
+    assert d["pg_status"]["1"]["last_completed_collective"] == d["pg_status"]["1"]["last_enqueued_collective"] == "2"
     names = [(e["process_group"][0], e["process_group"][1], e["collective_seq_id"], e["profiling_name"])
              for e in d["entries"]]
     # five collectives ran on rank 0 (seq 1-3 of the default group, seq 1-2 of "side"); the ring
