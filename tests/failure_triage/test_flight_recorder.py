@@ -576,6 +576,25 @@ def test_logs_are_still_triaged_as_logs(tmp_path):
     assert code == 2 and "is a directory" in err
 
 
+def test_control_characters_from_a_dump_are_not_printed(runs, tmp_path):
+    a = _variant(runs["skip"][0] / "fr_0.json", tmp_path, 0, lambda d: None)
+
+    def inject(d):
+        d["entries"][-1]["profiling_name"] = "gloo:\x1b[31mall_reduce"
+    b = _variant(runs["skip"][0] / "fr_1.json", tmp_path, 1, inject)
+    code, out, _ = _triage(a, b)
+    assert code == 0 and "\x1b" not in out and "?[31mall_reduce" in out
+
+
+def test_size_bound_and_version(runs):
+    code, out, err = _triage("--max-bytes", "100", runs["skip"][0] / "fr_0.json", runs["skip"][0] / "fr_1.json")
+    assert code == 2 and "larger than 100 bytes" in err and err.count("\n") == 1
+    proc = subprocess.run([sys.executable, str(FR_DUMP), "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("fr_dump.py ")
+    proc = subprocess.run([sys.executable, str(FR_DUMP), str(WORKER)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not a flight-recorder dump" in proc.stderr and proc.stdout == ""
+
+
 def test_sniffing():
     assert fr.looks_like_dump(b"\x80\x02}q\x00") == "pickle"
     assert fr.looks_like_dump(b'{"comm_lib_version":"","entries":[{"collective_seq_id":1') == "json"

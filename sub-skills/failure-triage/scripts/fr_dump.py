@@ -248,6 +248,14 @@ def load_pickle_restricted(data: bytes):
     raise FrDumpError("truncated pickle: no STOP opcode")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _text(value, limit: int) -> str:
+    """A string from the dump as it may be printed: control characters (terminal escapes) removed."""
+    return _CONTROL.sub("?", str(value)[:limit])
+
+
 def _as_int(value, default=None):
     if isinstance(value, bool):
         return default
@@ -272,7 +280,7 @@ def _sizes(value):
 def _strs(value):
     if not isinstance(value, (list, tuple)):
         return ()
-    return tuple(str(v)[:64] for v in value[:4096])
+    return tuple(_text(v, 64) for v in value[:4096])
 
 
 def normalise(raw, name: str) -> dict:
@@ -307,18 +315,18 @@ def normalise(raw, name: str) -> dict:
         op = op.split(" ")[0] if op else backend
         entries.append({
             "record_id": _as_int(e.get("record_id"), -1),
-            "pg": str(pg[0])[:200],
-            "pg_desc": str(pg[1])[:200] if len(pg) > 1 else "",
+            "pg": _text(pg[0], 200),
+            "pg_desc": _text(pg[1], 200) if len(pg) > 1 else "",
             "seq": seq,
             "p2p_seq": _as_int(e.get("p2p_seq_id"), 0),
             "is_p2p": bool(e.get("is_p2p")) if isinstance(e.get("is_p2p"), bool) else False,
-            "profiling_name": prof[:200],
-            "op": op[:100],
+            "profiling_name": _text(prof, 200),
+            "op": _text(op, 100),
             "input_sizes": _sizes(e.get("input_sizes")),
             "output_sizes": _sizes(e.get("output_sizes")),
             "input_dtypes": _strs(e.get("input_dtypes")),
             "output_dtypes": _strs(e.get("output_dtypes")),
-            "state": str(e.get("state"))[:40] if e.get("state") is not None else None,
+            "state": _text(e.get("state"), 40) if e.get("state") is not None else None,
             "time_created_ns": _as_int(e.get("time_created_ns"), 0),
             "frames": _frames(e.get("frames")),
         })
@@ -331,9 +339,9 @@ def normalise(raw, name: str) -> dict:
         for key, val in cfg.items():
             if isinstance(val, dict) and isinstance(val.get("ranks"), str):
                 ranks = [int(r) for r in re.findall(r"-?\d+", val["ranks"])[:100000]]
-                pg_config[str(key)] = {"desc": str(val.get("desc", "")), "ranks": ranks}
+                pg_config[_text(key, 200)] = {"desc": _text(val.get("desc", ""), 200), "ranks": ranks}
     version = raw.get("version")
-    return {"version": str(version)[:20] if version is not None else None, "entries": entries,
+    return {"version": _text(version, 20) if version is not None else None, "entries": entries,
             "pg_config": pg_config, "notes": notes}
 
 
@@ -342,7 +350,7 @@ def _frames(value) -> list:
     if isinstance(value, list):
         for f in value[:32]:
             if isinstance(f, dict):
-                out.append(f"{str(f.get('name'))[:80]} at {str(f.get('filename'))[:200]}:{_as_int(f.get('line'), '?')}")
+                out.append(f"{_text(f.get('name'), 80)} at {_text(f.get('filename'), 200)}:{_as_int(f.get('line'), '?')}")
     return out
 
 
@@ -362,7 +370,8 @@ def load_dump(data: bytes, name: str) -> dict:
         except (RecursionError, ValueError) as exc:
             raise FrDumpError(f"{name}: unreadable JSON: {str(exc)[:100]}") from None
     else:
-        raise FrDumpError(f"{name}: not a flight-recorder dump (neither JSON nor a pickle)")
+        raise FrDumpError(f"{name}: not a flight-recorder dump (neither JSON nor a pickle); give logs and "
+                          "dumps in separate runs")
     try:
         return normalise(raw, name)
     except FrDumpError as exc:
@@ -711,6 +720,22 @@ def render(report: dict, fmt: str) -> str:
     return render_text(report)
 
 
+def bundle_version() -> str:
+    """The bundle version from the VERSION file beside the router SKILL.md, found walking up."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(6):
+        if os.path.isfile(os.path.join(here, "VERSION")) and os.path.isfile(os.path.join(here, "SKILL.md")):
+            try:
+                with open(os.path.join(here, "VERSION"), encoding="utf-8") as fh:
+                    return fh.read().strip() or "unknown"
+            except OSError:
+                return "unknown"
+        if os.path.dirname(here) == here:
+            break
+        here = os.path.dirname(here)
+    return "unknown"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -720,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="fr_dump.py", description=__doc__.splitlines()[0], epilog=HELP_EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="DUMP", help="dump files, folders of dumps, or fr_trace output")
+    p.add_argument("--version", action="version",
+                   version=f"fr_dump.py {bundle_version()} (pytorch-distributed-training bundle; dumps of torch 2.13.0)")
     p.add_argument("--output", choices=("text", "json"), default="text", help="report format (default text)")
     p.add_argument("--max-bytes", type=int, default=MAX_BYTES, help=f"bytes read per dump (default {MAX_BYTES})")
     args = p.parse_args(argv)
