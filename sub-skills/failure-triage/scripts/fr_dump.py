@@ -9,6 +9,7 @@ triage_log.py routes dumps here; this file also runs on its own. Run with --help
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import pickletools
@@ -125,6 +126,16 @@ def load_pickle_restricted(data: bytes):
     STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, PERSID, EXT*, buffers) raises FrDumpError
     before anything is imported or called.
     """
+    was_enabled = gc.isenabled()
+    gc.disable()   # only containers of plain data are built (no cycles to collect): keep GC out of the loop
+    try:
+        return _walk(data)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _walk(data: bytes):
     stack: list = []
     marks: list[int] = []
     memo: dict = {}
