@@ -6,6 +6,8 @@ Run under torchrun (2 ranks, gloo, CPU). argv: SCENARIO [PG_TIMEOUT_SECONDS]
   order    rank 0 runs all_reduce then broadcast, rank 1 broadcast then all_reduce (seq 3)
   size     rank 1 all_reduces 8 elements where rank 0 all_reduces 4 (seq 3): gloo aborts the process
   subgroup as healthy, then rank 1 skips an all_reduce on a second group (new_group, desc "side")
+  sigterm  as skip, but rank 0 exits 1 after its dump, so torchrun stops rank 1 with SIGTERM;
+           every rank dumps from a SIGTERM handler (rank 1 only dumps there)
   serve    as skip, and every rank first starts torch's per-rank debug worker server
            (torch._C._distributed_c10d._WorkerServer, what torch.distributed.debug.start_debug_server
            starts) and writes its port to <prefix>port<rank>; rank 1 waits for <prefix>release
@@ -20,6 +22,7 @@ before it has dumped.
 """
 import datetime
 import os
+import signal
 import sys
 import time
 
@@ -57,6 +60,11 @@ def main() -> None:
         with open(f"{prefix}port{rank}.tmp", "w") as fh:
             fh.write(str(server.port))
         os.replace(f"{prefix}port{rank}.tmp", f"{prefix}port{rank}")
+    if scenario == "sigterm":
+        def on_sigterm(signum, frame):
+            dump(rank, "SIGTERM")
+            os._exit(143)
+        signal.signal(signal.SIGTERM, on_sigterm)
     t = torch.ones(4)
     try:
         dist.all_reduce(t)                       # seq 1
@@ -72,10 +80,15 @@ def main() -> None:
             dist.all_reduce(torch.ones(4 if rank == 0 else 8))   # seq 3
         else:
             dist.all_reduce(t)                   # seq 3
-        if scenario in ("skip", "serve"):
+        if scenario in ("skip", "serve", "sigterm"):
             if rank == 1 and scenario == "serve":   # skips seq 4 and waits to be released
                 deadline = time.monotonic() + timeout * 2
                 while time.monotonic() < deadline and not os.path.exists(f"{prefix}release"):
+                    time.sleep(0.1)
+                return
+            if rank == 1 and scenario == "sigterm":  # skips seq 4, busy elsewhere until stopped
+                deadline = time.monotonic() + timeout * 10
+                while time.monotonic() < deadline:
                     time.sleep(0.1)
                 return
             if rank == 1:                        # skips seq 4 and "hangs" elsewhere
@@ -95,6 +108,9 @@ def main() -> None:
         dist.barrier()
     except Exception as exc:  # the timeout (or gloo's own error) of the desynchronised collective
         dump(rank, type(exc).__name__ + ": " + str(exc).splitlines()[0][:200])
+        if scenario == "sigterm":
+            sys.stdout.flush()
+            os._exit(1)
         return
     dump(rank, "ok")
 

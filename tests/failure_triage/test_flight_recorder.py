@@ -78,7 +78,7 @@ def _torchrun(scenario: str, out: Path, **env) -> str:
              XDG_CACHE_HOME=str(cache), **env)
     code, text = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                        f"--master_port={_free_port()}", WORKER, scenario, PG_TIMEOUT], e, out)
-    if scenario != "size":   # the worker exits 0 after dumping, also when its collective timed out
+    if scenario not in ("size", "sigterm"):   # the worker exits 0 after dumping, also after a timeout
         assert code == 0, f"torchrun exit {code}:\n{text[-3000:]}"
     return text
 
@@ -385,6 +385,17 @@ def test_deepspeed_multinode_exports_skip_the_flight_recorder_variables(tmp_path
                       "DEEPSPEED_ENVIRONMENT_NAME)"], _env(DS_ACCELERATOR="cpu"), tmp_path, limit=120)
     line = next(l for l in out.splitlines() if l.startswith("FORWARDED"))
     assert line.startswith("FORWARDED []") and "'NCCL'" in line and line.endswith(".deepspeed_env"), out[-2000:]
+
+
+def test_a_sigterm_handler_dumps_the_rank_torchrun_stops(tmp_path):
+    """Rank 0 times out, dumps and exits 1; torchrun then sends SIGTERM to rank 1, which skipped
+    the collective and never timed out: its handler writes the dump."""
+    out = _torchrun("sigterm", tmp_path / "sig", TORCH_FR_BUFFER_SIZE="64")
+    assert "Sending process" in out and "closing signal SIGTERM" in out, out[-3000:]
+    assert "DUMPED 1 SIGTERM" in out and "DUMPED 0 RuntimeError" in out, out[-3000:]
+    code, rep, _ = _triage("--output", "json", tmp_path / "sig" / "fr_0.json", tmp_path / "sig" / "fr_1.json")
+    div = json.loads(rep)["divergence"]
+    assert code == 0 and (div["type"], div["seq"], div["ranks"]) == ("missing", 4, [1])
 
 
 def test_a_hung_rank_serves_its_dump_over_http(tmp_path):
