@@ -320,6 +320,25 @@ def test_majority_names_the_odd_rank_out_of_three(runs, tmp_path):
     assert code == 0 and div["type"] == "dtype_mismatch" and div["ranks"] == [2]
 
 
+def test_nccl_names_and_states_are_read_too(runs, tmp_path):
+    """The healthy gloo dumps recast as NCCL writes them (nccl: names, started/completed states):
+    no divergence, and the rank whose last collective is still 'started' is pointed at."""
+    def recast(state):
+        def edit(d):
+            for e in d["entries"]:
+                e["profiling_name"] = e["profiling_name"].replace("gloo:", "nccl:")
+                e["state"] = "completed"
+            d["entries"][-1]["state"] = state
+        return edit
+    src = runs["healthy"][0]
+    a = _variant(src / "fr_0.json", tmp_path, 0, recast("completed"))
+    b = _variant(src / "fr_1.json", tmp_path, 1, recast("started"))
+    code, out, _ = _triage("--output", "json", a, b)
+    rep = json.loads(out)
+    assert code == 1 and rep["divergence"] is None
+    assert any("'started' on rank 1" in n and "'completed' on rank 0" in n for n in rep["notes"]), rep["notes"]
+
+
 def test_one_rank_alone_cannot_be_compared(runs):
     code, out, _ = _triage("--output", "json", runs["skip"][0] / "fr_0.json")
     rep = json.loads(out)

@@ -511,6 +511,13 @@ def analyse(dumps: dict) -> dict:
             div["message"] = _message(div)
             divergences.append(div)
             break   # later sequence numbers of this group only repeat the consequence
+    for gr in group_reports:   # NCCL states: every rank entered the last collective, not all finished it
+        seqs = {v for v in gr["last_seq"].values() if v is not None}
+        states = {r: st for r, st in gr["last_state"].items() if st}
+        if len(seqs) == 1 and len(set(states.values())) > 1 and not any(d["group"] == gr["name"] for d in divergences):
+            notes.append(f"process group {gr['name']}: last collective seq {seqs.pop()} is "
+                         + ", ".join(f"'{st}' on rank {r}" for r, st in sorted(states.items(), key=lambda kv: int(kv[0])))
+                         + ": the ranks not 'completed' are the ones still inside it")
     if missing_dumps:
         notes.append("no dump from rank(s) " + ", ".join(str(r) for r in sorted(missing_dumps))
                      + ": their part cannot be compared; dump every rank")
