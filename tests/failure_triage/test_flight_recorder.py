@@ -625,6 +625,22 @@ def test_size_bound_and_version(runs):
     assert proc.returncode == 2 and "not a flight-recorder dump" in proc.stderr and proc.stdout == ""
 
 
+def test_triage_log_copied_alone_still_reads_logs(tmp_path):
+    """Without fr_dump.py beside it, triage_log.py triages logs as before and refuses --fr-dump."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "triage_log.py").write_bytes(TRIAGE.read_bytes())
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: boom\n")
+    cat = ["--catalog", str(TRIAGE.parent.parent / "catalog")]
+    r = subprocess.run([sys.executable, str(alone / "triage_log.py"), *cat, str(log)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode in (0, 1) and "ROOT CAUSE" in r.stdout and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, str(alone / "triage_log.py"), *cat, "--fr-dump", str(log)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "needs fr_dump.py" in r.stderr and r.stderr.count("\n") == 1
+
+
 def test_sniffing():
     assert fr.looks_like_dump(b"\x80\x02}q\x00") == "pickle"
     assert fr.looks_like_dump(b'{"comm_lib_version":"","entries":[{"collective_seq_id":1') == "json"

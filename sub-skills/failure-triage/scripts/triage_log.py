@@ -808,7 +808,10 @@ def main(argv: list[str] | None = None) -> int:
         _write(sys.stderr, "triage_log.py: error: stdin (-) can be given once\n")
         return EXIT_USAGE
     # flight-recorder dumps (fr_dump.py) -- begin
-    if args.fr_dump or any(p != "-" and os.path.exists(p) for p in args.inputs):
+    if args.fr_dump and not (HERE / "fr_dump.py").is_file():
+        _write(sys.stderr, "triage_log.py: error: --fr-dump needs fr_dump.py beside this script\n")
+        return EXIT_USAGE
+    if (HERE / "fr_dump.py").is_file() and (args.fr_dump or any(p != "-" and os.path.exists(p) for p in args.inputs)):
         import importlib.util
         spec = importlib.util.spec_from_file_location("fr_dump", HERE / "fr_dump.py")
         fr_dump = importlib.util.module_from_spec(spec)
