@@ -27,9 +27,11 @@ def grammar(triage):
 
 
 def _classes():
-    from conftest import load_triage
-    load_triage()
-    return sys.modules["triage.grammar"].CLASSES
+    # the engine package beside triage_log.py (the script puts its folder on sys.path the same way)
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    import triage.grammar
+    return triage.grammar.CLASSES
 
 
 CLASSES = _classes()

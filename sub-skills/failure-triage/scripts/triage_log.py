@@ -93,6 +93,12 @@ bounds:
   patterns see their first 2048; the analysis stops after --max-seconds. A notice on stderr says
   when input was skipped or cut.
 
+flight-recorder dumps:
+  triage_log.py /tmp/fr/        # a folder of per-rank dumps, or the files, or fr_trace's output
+  Inputs that are dumps (found by their first bytes; --fr-dump forces it) go to fr_dump.py, which
+  names the rank and collective that diverged; exit 0 when it names one, 1 when the dumps agree.
+  Pickled dumps are never unpickled (references/flight-recorder.md).
+
 exit codes:
   0  a root cause was found and matched a catalog entry (--explain: found; --search: a match)
   1  a failure was found but matched no catalog entry, or no failure was found (--explain: unknown
@@ -224,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-classes", action="store_true", help="print the grammar's failure classes and exit")
     p.add_argument("--explain", metavar="ID", help="print one catalog entry or class (cause, fix, wordings) and exit")
     p.add_argument("--search", metavar="TEXT", help="print the catalog entries matching TEXT, best first, and exit")
+    p.add_argument("--fr-dump", action="store_true",  # flight-recorder dumps (fr_dump.py)
+                   help="read the inputs as flight-recorder dumps or fr_trace output (found without it too)")
     p.add_argument("--catalog", metavar="DIR", help="catalog folder (default: the sub-skill's catalog/)")
     p.add_argument("--max-bytes", type=_positive, default=MAX_BYTES,
                    help=f"bytes read per input (default {MAX_BYTES})")
@@ -294,6 +302,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.inputs.count("-") > 1:
         _write(sys.stderr, "triage_log.py: error: stdin (-) can be given once\n")
         return EXIT_USAGE
+    # flight-recorder dumps (fr_dump.py beside this script; a copy without it still triages logs)
+    fr_path = os.path.join(HERE, "fr_dump.py")
+    if args.fr_dump and not os.path.isfile(fr_path):
+        _write(sys.stderr, "triage_log.py: error: --fr-dump needs fr_dump.py beside this script\n")
+        return EXIT_USAGE
+    if os.path.isfile(fr_path) and (args.fr_dump or any(p != "-" and os.path.exists(p) for p in args.inputs)):
+        import fr_dump  # HERE is on sys.path
+        if args.fr_dump or any(p != "-" and fr_dump.is_dump_path(p) for p in args.inputs):
+            try:
+                report, fr_notices = fr_dump.triage_dumps(args.inputs, args.max_bytes)
+            except fr_dump.FrDumpError as exc:
+                _write(sys.stderr, f"triage_log.py: error: {exc}\n")
+                return EXIT_USAGE
+            for note in fr_notices:
+                _write(sys.stderr, f"triage_log.py: notice: {note}\n")
+            _write(sys.stdout, fr_dump.render(report, args.output))
+            return fr_dump.exit_code(report)
     for path in args.inputs:
         if path != "-" and not os.path.exists(path):
             _write(sys.stderr, f"triage_log.py: error: {path}: no such file\n")
