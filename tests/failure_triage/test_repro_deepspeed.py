@@ -16,6 +16,7 @@ the test asserts what applies here (PDT_FORCE_CPU_FP16=0|1 switches that answer 
 """
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -31,9 +32,11 @@ import _repro as R  # noqa: E402  (tests/failure_triage is on sys.path: conftest
 # The CPU accelerator JIT-builds a shared-memory comm op on first use (minutes on a busy
 # machine); it is irrelevant to the messages checked here, so the children skip it.
 _NO_SHM_OP = """
-import os
+import os, sys
 os.environ["DS_ACCELERATOR"] = "cpu"
-import deepspeed.comm.torch as _dct
+import deepspeed.comm.torch
+# not `import deepspeed.comm.torch as x`: that binds the package attribute "torch", the torch module
+_dct = sys.modules["deepspeed.comm.torch"]
 _dct.build_shm_op = lambda: None
 """
 
@@ -113,7 +116,7 @@ CONFIG_PARAMS = [
 # Written by 2 ranks, loaded by 1 (world size change with ZeRO optimizer state).
 SAVE_2_RANKS = _NO_SHM_OP + R.FP16_PROBE + r'''
 import sys, torch, deepspeed
-print("FP16_HERE", fp16_here(), flush=True)
+os.write(1, f"FP16_HERE {fp16_here()}\n".encode())  # one write: the 2 ranks share the pipe
 m = torch.nn.Linear(4, 4)
 cfg = {"train_batch_size": 2, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}
 e, *_ = deepspeed.initialize(model=m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1), config=cfg)
@@ -339,9 +342,16 @@ def test_fp16_both_kinds_of_cpu(runs):
 def test_children_see_the_parents_fp16_answer(runs, cpu_fp16_supported):
     """The plain-python child and both torchrun ranks answer as the pytest process does, so the
     PDT_FORCE_CPU_FP16 switch reaches the processes that really run DeepSpeed."""
-    ranks = [line for line in runs["save"].splitlines() if "FP16_HERE" in line]
-    assert len(ranks) == 2 and all(line.endswith(f"FP16_HERE {cpu_fp16_supported}") for line in ranks), ranks
+    ranks = re.findall(r"FP16_HERE (True|False)", runs["save"])
+    assert ranks == [str(cpu_fp16_supported)] * 2, ranks
     assert f"FP16_HERE {cpu_fp16_supported}" in runs["engine"]["fp16_as_this_cpu"].splitlines()
+
+
+def test_children_skip_the_shm_op(runs):
+    """The patch in _NO_SHM_OP reaches DeepSpeed: no child JIT-builds the shared-memory comm op (a C++
+    compile of minutes, irrelevant to the messages checked here)."""
+    outputs = [runs["save"], runs["launcher"][1], *runs["engine"].values(), *runs["config"].values()]
+    assert not [o for o in outputs if "deepspeed_shm_comm" in o]
 
 
 def test_load_without_latest_starts_from_scratch(runs):

@@ -75,7 +75,9 @@ def run_ddp():
 
 def run_zero(stage):
     import deepspeed
-    import deepspeed.comm.torch as ds_torch_comm
+    import deepspeed.comm.torch  # noqa: F401
+    # not `import deepspeed.comm.torch as x`: that binds the package attribute "torch", the torch module
+    ds_torch_comm = sys.modules["deepspeed.comm.torch"]
     # The CPU accelerator JIT-builds a shared-memory all-reduce op (needs a C++ compiler, minutes);
     # without it DeepSpeed falls back to torch.distributed (gloo), which is all this test needs.
     ds_torch_comm.build_shm_op = lambda: None
