@@ -106,3 +106,38 @@ def test_switch_value_is_checked(repo_root):
                         "--collect-only"], capture_output=True, text=True, timeout=120, env=env, cwd=repo_root)
     assert p.returncode == 4, p.stdout[-1000:] + p.stderr[-1000:]
     assert "PDT_FORCE_CPU_FP16 must be 0 (fp16 absent), 1 (fp16 present) or unset, not 'yes'" in p.stdout + p.stderr
+
+
+ORACLE = Path(__file__).resolve().parent / "oracle" / "deepspeed_oracle.py"
+
+
+@pytest.fixture(scope="module")
+def oracle_fp16_both_ways(tmp_path_factory) -> dict:
+    """The DeepSpeed oracle (tests/oracle/deepspeed_oracle.py) on one fp16 config, started once as each
+    kind of CPU through the switch; it runs the engine and, where fp16 is refused, re-runs it without."""
+    jobs = tmp_path_factory.mktemp("fp16_oracle") / "jobs.json"
+    jobs.write_text(json.dumps([{"id": "fp16", "text": json.dumps({"train_batch_size": 1, "fp16": {"enabled": True}}),
+                                 "consumer": "deepspeed", "world_size": None, "effect": None}]))
+    procs = {}
+    for value in (0, 1):  # both at once: each is mostly one interpreter importing deepspeed
+        paths = [str(SHIM.parent), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+        env = dict(os.environ, PDT_FORCE_CPU_FP16=str(value), PYTHONPATH=os.pathsep.join(paths),
+                   DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+        with open(jobs, "rb") as stdin:
+            procs[value] = subprocess.Popen([sys.executable, str(ORACLE)], stdin=stdin, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True, env=env)
+    out = {}
+    for value, p in procs.items():
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0 and stdout.strip(), stderr[-3000:]
+        out[value] = json.loads(stdout)[0]
+    return out
+
+
+@pytest.mark.parametrize("value", [0, 1])
+def test_oracle_accepts_fp16_configs_on_either_cpu(oracle_fp16_both_ways, value):
+    """An fp16 config is a valid config on both kinds of CPU: the refusal is the machine's, not the
+    config's, so the validator agreement tests mean the same on every CPU."""
+    r = oracle_fp16_both_ways[value]
+    assert r["verdict"] == "accept", r
+    assert r["engine"] == ("ran" if value else "ran (fp16 switched off: unsupported on CPU)"), r
