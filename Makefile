@@ -1,15 +1,20 @@
 # One-stop checks. `make test` builds .venv with the pinned packages and runs everything that
 # needs nothing outside the repository; `make test-corpus` adds the real-world config corpus.
+# `make test-no-fp16` / `make test-fp16` run the same tests as a CPU without / with oneDNN fp16
+# kernels (DeepSpeed's CPU accelerator refuses / accepts fp16), whatever this CPU is.
 PY ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 # The out-of-tree corpus of published configs (opt-in layer; CI has it beside the clone).
 CORPUS ?= ../shared/corpus
 
-.PHONY: help example test test-corpus venv lint bench clean
+# Extra pytest arguments for the capability runs, e.g. PYTEST_ARGS="tests/failure_triage -x"
+PYTEST_ARGS ?=
+
+.PHONY: help example test test-corpus test-no-fp16 test-fp16 venv lint bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
 
 example: ## run the validator on a shipped example config
 	$(PY) sub-skills/distributed-training-backends/scripts/validate_backend_config.py \
@@ -33,6 +38,12 @@ test: venv ## run every test that needs nothing outside the repository
 test-corpus: venv ## run the corpus layer: tests on the configs in CORPUS (default ../shared/corpus)
 	@test -d "$(CORPUS)" || { echo "corpus not found at $(CORPUS): set CORPUS=PATH" >&2; exit 2; }
 	PDT_CORPUS="$(abspath $(CORPUS))" $(VPY) -m pytest -m corpus
+
+test-no-fp16: venv ## run the tests as a CPU without oneDNN fp16 (AMD EPYC, most x86): PDT_FORCE_CPU_FP16=0
+	PDT_FORCE_CPU_FP16=0 $(VPY) -m pytest $(PYTEST_ARGS)
+
+test-fp16: venv ## run the tests as a CPU with oneDNN fp16 (AVX512-FP16, AMX-FP16): PDT_FORCE_CPU_FP16=1
+	PDT_FORCE_CPU_FP16=1 $(VPY) -m pytest $(PYTEST_ARGS)
 
 bench: venv ## print the benchmark figures (never part of the tests)
 	$(VPY) benchmarks/bench_availability.py

@@ -9,9 +9,18 @@ request the `corpus_dir` fixture; they form an opt-in layer that runs only when
 PDT_CORPUS names the corpus folder (`make test-corpus`, `.ci/run`). Without it
 they are deselected (not skipped), so a bare clone passes `make test`; with it
 set to a folder that does not exist, they fail.
+
+What DeepSpeed's CPU accelerator accepts depends on the processor: fp16 only where oneDNN has fp16
+kernels (torch.ops.mkldnn._is_mkldnn_fp16_supported(); AVX512-FP16 / AMX-FP16). Tests detect the
+answer (the `cpu_fp16_supported` fixture, or what their child process printed) and assert what applies;
+they run the other branch by forcing the probe. PDT_FORCE_CPU_FP16=0|1 forces the answer for the whole
+run, in this process and in every Python child (tests/_capability/sitecustomize.py, put first on
+PYTHONPATH here), so one machine can run the suite as both kinds of CPU (`make test-no-fp16`,
+`make test-fp16`).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -20,6 +29,37 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS_ENV = "PDT_CORPUS"
+CAPABILITY_DIR = REPO / "tests" / "_capability"
+
+
+def _capability():
+    """tests/_capability/sitecustomize.py as a module (importing it applies PDT_FORCE_CPU_FP16 here)."""
+    name = "pdt_capability_switch"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CAPABILITY_DIR / "sitecustomize.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def _force_capability() -> bool | None:
+    """Apply PDT_FORCE_CPU_FP16 to this process and, through PYTHONPATH, to every child it starts."""
+    if not os.environ.get("PDT_FORCE_CPU_FP16", "").strip():
+        return None
+    cap = _capability()
+    try:
+        value = cap.forced()
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    cap.install(value)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(CAPABILITY_DIR) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(CAPABILITY_DIR), *paths])
+    return value
+
+
+FORCED_FP16 = _force_capability()
 
 
 def _in_ci() -> bool:
@@ -30,6 +70,13 @@ def corpus_path() -> Path | None:
     """The corpus folder named by PDT_CORPUS, or None when the corpus layer is off."""
     value = os.environ.get(CORPUS_ENV, "").strip()
     return Path(value).resolve() if value else None
+
+
+def pytest_report_header(config):
+    if FORCED_FP16 is None:
+        return "cpu fp16 (DeepSpeed CPU accelerator): as this CPU reports (force with PDT_FORCE_CPU_FP16=0|1)"
+    return (f"cpu fp16 (DeepSpeed CPU accelerator): forced {'present' if FORCED_FP16 else 'absent'} "
+            f"(PDT_FORCE_CPU_FP16={int(FORCED_FP16)}, children via PYTHONPATH={CAPABILITY_DIR})")
 
 
 def pytest_configure(config):
@@ -80,3 +127,18 @@ def corpus_dir() -> Path:
 @pytest.fixture(scope="session")
 def python_exe() -> str:
     return sys.executable
+
+
+def cpu_fp16_supported() -> bool:
+    """What DeepSpeed's CPU accelerator asks (CPU_Accelerator.is_fp16_supported): the oneDNN fp16 probe,
+    as forced by PDT_FORCE_CPU_FP16 when set."""
+    import torch
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    except Exception:  # noqa: BLE001 - DeepSpeed reads a failing probe as "no fp16"
+        return False
+
+
+@pytest.fixture(scope="session", name="cpu_fp16_supported")
+def cpu_fp16_supported_fixture() -> bool:
+    return cpu_fp16_supported()

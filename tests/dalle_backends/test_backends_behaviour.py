@@ -258,14 +258,14 @@ def test_sparse_attention_gone(oracle_ds, oracle_nods, gpu_run, docs):
     assert oracle_ds["register_external_parameter"] is True
 
 
-def test_fp16_refused_on_cpu_accelerator(oracle_ds, docs):
+def test_fp16_refused_on_cpu_accelerator(oracle_ds, docs, cpu_fp16_supported):
     """The engine's sanity check refuses fp16 when the accelerator says it has none; DeepSpeed's CPU
     accelerator says so only on CPUs without oneDNN fp16 kernels (the check is run as such a CPU
-    answers; what this machine's CPU answers is recorded, since it depends on the processor)."""
+    answers; what the oracle's CPU answers must be this CPU's oneDNN probe, forced or not)."""
     assert oracle_ds["fp16_sanity_check"]["error"]["message"] == "Type fp16 is not supported on your device."
     if oracle_ds["accelerator"] == "cpu":
         assert "_is_mkldnn_fp16_supported" in oracle_ds["fp16_check_source"]
-        assert isinstance(oracle_ds["fp16_supported_here"], bool)
+        assert oracle_ds["fp16_supported_here"] is cpu_fp16_supported
     assert "`ValueError: Type fp16 is not supported on your device.`" in docs["references/troubleshooting.md"]
     backends = " ".join(docs["references/distributed-backends.md"].split())
     assert "`Type fp16 is not supported on your device`" in backends and "`torch.ops.mkldnn._is_mkldnn_fp16_supported()`" in backends

@@ -123,6 +123,38 @@ CASE_PRELUDE = textwrap.dedent('''
 ''')
 
 
+# For child scripts: answer DeepSpeed's CPU fp16 question for one case. CPU_Accelerator.is_fp16_supported
+# (deepspeed/accelerator/cpu_accelerator.py) asks torch.ops.mkldnn._is_mkldnn_fp16_supported(), true only
+# on CPUs with oneDNN fp16 kernels (AVX512-FP16 / AMX-FP16); forcing that probe runs the code path
+# DeepSpeed takes on the other kind of CPU, so a case reproduces the same text on every x86 CPU.
+FP16_PROBE = textwrap.dedent('''
+    import contextlib
+    class _ForcedProbe:
+        def __init__(self, real, value):
+            self._real, self._value = real, value
+        def __call__(self, *args, **kwargs):
+            return self._value
+        def __getattr__(self, name):
+            return getattr(self._real, name)
+    @contextlib.contextmanager
+    def fp16_probe(value):
+        import torch
+        ns = torch.ops.mkldnn
+        real = ns._is_mkldnn_fp16_supported
+        ns._is_mkldnn_fp16_supported = _ForcedProbe(getattr(real, "_real", real), value)
+        try:
+            yield
+        finally:
+            ns._is_mkldnn_fp16_supported = real
+    def fp16_here():
+        import torch
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+        except Exception:
+            return False
+''')
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,9 +8,15 @@ Three kinds of runs, all real:
 - the `deepspeed` launcher starts 2 CPU ranks of a script that rejects --local_rank.
 Each case prints a `=== CASE name` marker, so an entry is only credited with the text
 of the case that was meant to provoke it.
+
+fp16 depends on the processor: DeepSpeed's CPU accelerator accepts it only where oneDNN has fp16
+kernels (AVX512-FP16 / AMX-FP16). The fp16 cases force the accelerator's probe (R.FP16_PROBE) to the
+answer they need, so they reproduce on every x86 CPU; `fp16_here` runs fp16 as this CPU answers and
+the test asserts what applies here (PDT_FORCE_CPU_FP16=0|1 switches that answer for the whole suite).
 """
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +32,11 @@ import _repro as R  # noqa: E402  (tests/failure_triage is on sys.path: conftest
 # The CPU accelerator JIT-builds a shared-memory comm op on first use (minutes on a busy
 # machine); it is irrelevant to the messages checked here, so the children skip it.
 _NO_SHM_OP = """
-import os
+import os, sys
 os.environ["DS_ACCELERATOR"] = "cpu"
-import deepspeed.comm.torch as _dct
+import deepspeed.comm.torch
+# not `import deepspeed.comm.torch as x`: that binds the package attribute "torch", the torch module
+_dct = sys.modules["deepspeed.comm.torch"]
 _dct.build_shm_op = lambda: None
 """
 
@@ -106,8 +114,9 @@ CONFIG_PARAMS = [
 ]
 
 # Written by 2 ranks, loaded by 1 (world size change with ZeRO optimizer state).
-SAVE_2_RANKS = _NO_SHM_OP + r'''
+SAVE_2_RANKS = _NO_SHM_OP + R.FP16_PROBE + r'''
 import sys, torch, deepspeed
+os.write(1, f"FP16_HERE {fp16_here()}\n".encode())  # one write: the 2 ranks share the pipe
 m = torch.nn.Linear(4, 4)
 cfg = {"train_batch_size": 2, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True}
 e, *_ = deepspeed.initialize(model=m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1), config=cfg)
@@ -115,7 +124,7 @@ e.save_checkpoint(sys.argv[1], tag="step1")
 print("SAVED", flush=True)
 '''
 
-ENGINE_CASES = R.CASE_PRELUDE + _NO_SHM_OP + r'''
+ENGINE_CASES = R.CASE_PRELUDE + _NO_SHM_OP + R.FP16_PROBE + r'''
 import argparse, tempfile, torch, deepspeed
 from deepspeed.utils.logging import set_log_level_from_string
 set_log_level_from_string("info")
@@ -185,7 +194,8 @@ case("save_16bit_zero3", save_16bit_zero3)
 def resume_other_precision():
     d = tempfile.mkdtemp()
     init({**Z1, "bf16": {"enabled": True}}, sgd).save_checkpoint(d, tag="t")
-    init({**Z1, "fp16": {"enabled": True}}, sgd).load_checkpoint(d, tag="t")
+    with fp16_probe(True):  # as on a CPU with oneDNN fp16 kernels
+        init({**Z1, "fp16": {"enabled": True}}, sgd).load_checkpoint(d, tag="t")
 case("resume_other_precision", resume_other_precision)
 
 def no_sync_zero2():
@@ -203,10 +213,24 @@ def overflow_steps(engine, steps):
         engine.backward(engine(torch.randn(1, 4).half()).float().sum() * float("inf"))
         engine.step()
 
-case("fp16_unfused_overflow", lambda: overflow_steps(init({**B, "fp16": {"enabled": True, "initial_scale_power": 4}}, sgd), 1))
-case("fp16_zero_overflow_to_min", lambda: overflow_steps(init(
-    {**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True,
-     "fp16": {"enabled": True, "initial_scale_power": 1, "min_loss_scale": 1, "hysteresis": 1}}, sgd), 4))
+def fp16_unfused_overflow():
+    with fp16_probe(True):  # as on a CPU with oneDNN fp16 kernels
+        overflow_steps(init({**B, "fp16": {"enabled": True, "initial_scale_power": 4}}, sgd), 1)
+case("fp16_unfused_overflow", fp16_unfused_overflow)
+def fp16_zero_overflow_to_min():
+    with fp16_probe(True):
+        overflow_steps(init({**B, "zero_optimization": {"stage": 1}, "zero_allow_untested_optimizer": True,
+                             "fp16": {"enabled": True, "initial_scale_power": 1, "min_loss_scale": 1,
+                                      "hysteresis": 1}}, sgd), 4)
+case("fp16_zero_overflow_to_min", fp16_zero_overflow_to_min)
+def fp16_refused():
+    with fp16_probe(False):  # as on a CPU without them (AMD EPYC and most x86 CPUs: no AVX512-FP16)
+        init({**B, "fp16": {"enabled": True}}, sgd)
+case("fp16_refused", fp16_refused)
+def fp16_as_this_cpu():
+    print("FP16_HERE", fp16_here(), flush=True)
+    init({**B, "fp16": {"enabled": True}}, sgd)
+case("fp16_as_this_cpu", fp16_as_this_cpu)
 '''
 
 ENGINE_PARAMS = [
@@ -232,6 +256,7 @@ ENGINE_PARAMS = [
     pytest.param("engine", "universal_without_latest", marks=pytest.mark.reproduces("deepspeed-universal-latest-missing"), id="universal_without_latest"),
     pytest.param("engine", "save_16bit_zero3", marks=pytest.mark.reproduces("deepspeed-save-16bit-not-gathered"), id="save_16bit_zero3"),
     pytest.param("engine", "resume_other_precision", marks=pytest.mark.reproduces("deepspeed-optim-states-file-missing"), id="resume_other_precision"),
+    pytest.param("engine", "fp16_refused", marks=pytest.mark.reproduces("deepspeed-fp16-unsupported-device"), id="fp16_refused"),
 ]
 
 LAUNCHER_SCRIPT = r'''
@@ -254,12 +279,13 @@ def _launcher_run() -> tuple[int, str]:
         return R._run(cmd, 240, env, tmp)
 
 
-def _engine_run() -> tuple[int, str]:
+def _engine_run() -> tuple[str, str]:
+    """(output of the 2 torchrun ranks that save, output of the engine cases)."""
     with tempfile.TemporaryDirectory() as ckpt:
         rc, save_out = R.run_torchrun(SAVE_2_RANKS.replace("sys.argv[1]", repr(ckpt)), nproc=2, timeout=300)
         assert "SAVED" in save_out, save_out[-3000:]
         rc, out = R.run_python(ENGINE_CASES, timeout=300, args=[str(R.free_port()), ckpt])
-        return rc, out
+        return save_out, out
 
 
 @pytest.fixture(scope="module")
@@ -268,8 +294,10 @@ def runs():
         config = pool.submit(R.run_python, CONFIG_CASES, 240)
         engine = pool.submit(_engine_run)
         launcher = pool.submit(_launcher_run)
+        save_out, engine_out = engine.result()
         return {"config": R.split_cases(config.result()[1]),
-                "engine": R.split_cases(engine.result()[1]),
+                "engine": R.split_cases(engine_out),
+                "save": save_out,
                 "launcher": launcher.result()}
 
 
@@ -287,6 +315,43 @@ def test_case_reproduces_entries(runs, group, name, request):
         assert "NOERROR" not in text.splitlines(), f"case {name} raised nothing:\n{text[-2000:]}"
     for entry_id in ids:
         R.assert_reproduced(text, entry_id)
+
+
+_FP16_REFUSED = "ValueError: Type fp16 is not supported on your device."
+
+
+def test_fp16_on_this_cpu(runs, cpu_fp16_supported):
+    """deepspeed.initialize with fp16 on the CPU accelerator does what this CPU's oneDNN probe says
+    (forced by PDT_FORCE_CPU_FP16 when set): accepted with fp16 kernels, refused without."""
+    lines = runs["engine"]["fp16_as_this_cpu"].splitlines()
+    assert f"FP16_HERE {cpu_fp16_supported}" in lines, lines[:5]
+    if cpu_fp16_supported:
+        assert "NOERROR" in lines and _FP16_REFUSED not in lines, lines[-20:]
+    else:
+        assert _FP16_REFUSED in lines and "NOERROR" not in lines, lines[-20:]
+
+
+def test_fp16_both_kinds_of_cpu(runs):
+    """Both branches, whatever this CPU: refused with the exact message when the probe says no
+    (fp16_refused), accepted and trained into the overflow messages when it says yes."""
+    assert _FP16_REFUSED in runs["engine"]["fp16_refused"].splitlines()
+    for name in ("fp16_unfused_overflow", "fp16_zero_overflow_to_min", "resume_other_precision"):
+        assert _FP16_REFUSED not in runs["engine"][name].splitlines(), name
+
+
+def test_children_see_the_parents_fp16_answer(runs, cpu_fp16_supported):
+    """The plain-python child and both torchrun ranks answer as the pytest process does, so the
+    PDT_FORCE_CPU_FP16 switch reaches the processes that really run DeepSpeed."""
+    ranks = re.findall(r"FP16_HERE (True|False)", runs["save"])
+    assert ranks == [str(cpu_fp16_supported)] * 2, ranks
+    assert f"FP16_HERE {cpu_fp16_supported}" in runs["engine"]["fp16_as_this_cpu"].splitlines()
+
+
+def test_children_skip_the_shm_op(runs):
+    """The patch in _NO_SHM_OP reaches DeepSpeed: no child JIT-builds the shared-memory comm op (a C++
+    compile of minutes, irrelevant to the messages checked here)."""
+    outputs = [runs["save"], runs["launcher"][1], *runs["engine"].values(), *runs["config"].values()]
+    assert not [o for o in outputs if "deepspeed_shm_comm" in o]
 
 
 def test_load_without_latest_starts_from_scratch(runs):

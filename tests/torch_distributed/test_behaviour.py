@@ -141,9 +141,12 @@ def test_b12_mismatched_shapes_on_gloo_are_not_detected(trio):
 
 
 def test_b13_skipped_collective_waits_for_the_init_process_group_timeout(trio):
-    for r in (0, 1):
-        res = trio.rank(r, "trio")["skipped_collective"]
-        assert "Timed out waiting 15000ms" in err(res) and 14 <= res["s"] < 90
+    res = [trio.rank(r, "trio")["skipped_collective"] for r in (0, 1)]
+    # Both waiting ranks run the 15 s timer; the first to fire closes its gloo pairs, so on a loaded
+    # machine the other can report the closed connection instead of its own timeout - after the same wait.
+    assert any("Timed out waiting 15000ms" in err(x) for x in res), res
+    for x in res:
+        assert re.search(r"Timed out waiting 15000ms|Connection closed by peer", err(x)) and 14 <= x["s"] < 90, x
 
 
 def test_b14_new_group_skipped_by_one_rank_breaks_the_next_group(trio):

@@ -34,7 +34,7 @@ def _check(findings):
         assert f.rule and f.severity in core.SEVERITIES and f.message and "\n" not in f.message
 
 
-@settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 2500 took 26 s on 2 cores
 @given(DOCS, st.sampled_from([None, "deepspeed", "accelerate", "transformers"]), st.sampled_from([None, 1, 3, 8]))
 def test_ds_rules_never_crash(data, consumer, world):
     text = json.dumps(data, allow_nan=True)
