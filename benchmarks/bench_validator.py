@@ -21,7 +21,9 @@ bare `python -c pass` start with the same interpreter, measured interleaved (bar
 so that load on a shared machine hits both alike. "bytecode": the cache filled beforehand in a temporary
 PYTHONPYCACHEPREFIX; "no bytecode": PYTHONDONTWRITEBYTECODE=1 on a fresh copy of the scripts folder with
 no __pycache__ anywhere (every helper module is compiled on every run, as from a read-only skills
-folder). `--start-only` prints just that table.
+folder). Each is printed as wall (elapsed) and CPU (user + system of the child, which load from other
+processes disturbs less) multiples, with the load average; a "floor" row times the imports every YAML
+check makes before any validator code (signal, PyYAML, argparse). `--start-only` prints just that table.
 """
 from __future__ import annotations
 
