@@ -21,7 +21,9 @@ bare `python -c pass` start with the same interpreter, measured interleaved (bar
 so that load on a shared machine hits both alike. "bytecode": the cache filled beforehand in a temporary
 PYTHONPYCACHEPREFIX; "no bytecode": PYTHONDONTWRITEBYTECODE=1 on a fresh copy of the scripts folder with
 no __pycache__ anywhere (every helper module is compiled on every run, as from a read-only skills
-folder). `--start-only` prints just that table.
+folder). Each is printed as wall (elapsed) and CPU (user + system of the child, which load from other
+processes disturbs less) multiples, with the load average; a "floor" row times the imports every YAML
+check makes before any validator code (signal, PyYAML, argparse). `--start-only` prints just that table.
 """
 from __future__ import annotations
 
@@ -67,8 +69,15 @@ def _run(cmd, env):
     return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+# What a YAML check imports before any validator code: signal (the script's SIGPIPE handling; it and re
+# import enum), PyYAML (yaml/__init__ imports the whole pure-Python loader and dumper, and yaml.reader
+# compiles its unicode regex at import) and argparse (with re and gettext).
+FLOOR = "import signal, yaml, argparse"
+
+
 def start_table(py, runs):
-    """Rows (example, bytecode x, no-bytecode x, no-bytecode CPU x) and the bare start (wall s, CPU s)."""
+    """Rows (example, bytecode wall x, bytecode CPU x, no-bytecode wall x, no-bytecode CPU x) and the bare
+    start (wall s, CPU s)."""
     import tempfile
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,43 +86,50 @@ def start_table(py, runs):
         warm = bytecode_env(str(Path(tmp, "pycache")))
         cold = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         cold.pop("PYTHONPYCACHEPREFIX", None)
-        bare_all, bare_cpu_all = [], []
+        bare_all, bare_cpu_all, floor_all, floor_cpu_all = [], [], [], []
+        floor_cmd = [py, "-c", FLOOR]
         for ex in examples():
             args = [str(ex)]
             warm_cmd = [py, str(SCRIPT)] + args
             cold_cmd = [py, str(fresh / SCRIPT.name)] + args
             subprocess.run(warm_cmd, capture_output=True, env=warm, cwd=str(REPO))  # fill the cache
-            t = {k: [] for k in ("bare", "warm", "cold", "bare_cpu", "cold_cpu")}
+            t = {k: [] for k in ("bare", "warm", "cold", "floor", "bare_cpu", "warm_cpu", "cold_cpu", "floor_cpu")}
             for _ in range(runs):
                 for key, cmd, env in (("bare", [py, "-c", "pass"], cold), ("warm", warm_cmd, warm),
-                                      ("cold", cold_cmd, cold)):
+                                      ("cold", cold_cmd, cold), ("floor", floor_cmd, cold)):
                     wall, cpu = _run(cmd, env)
                     t[key].append(wall)
-                    if key in ("bare", "cold"):
-                        t[key + "_cpu"].append(cpu)
+                    t[key + "_cpu"].append(cpu)
             bare, bare_cpu = statistics.median(t["bare"]), statistics.median(t["bare_cpu"])
             bare_all += t["bare"]
             bare_cpu_all += t["bare_cpu"]
-            rows.append((str(ex.relative_to(REPO / "sub-skills")).replace("distributed-training-backends", "dtb"), statistics.median(t["warm"]) / bare,
+            floor_all.append(statistics.median(t["floor"]) / bare)
+            floor_cpu_all.append(statistics.median(t["floor_cpu"]) / bare_cpu)
+            name = str(ex.relative_to(REPO / "sub-skills")).replace("distributed-training-backends", "dtb")
+            rows.append((name, statistics.median(t["warm"]) / bare, statistics.median(t["warm_cpu"]) / bare_cpu,
                          statistics.median(t["cold"]) / bare, statistics.median(t["cold_cpu"]) / bare_cpu))
         assert not list(fresh.rglob("__pycache__")), "the no-bytecode copy grew a cache"
-    return rows, statistics.median(bare_all), statistics.median(bare_cpu_all)
+    floor = ("floor: " + FLOOR, statistics.median(floor_all), statistics.median(floor_cpu_all))
+    return rows, statistics.median(bare_all), statistics.median(bare_cpu_all), floor
 
 
 def print_start_table(py, runs):
-    rows, bare, bare_cpu = start_table(py, runs)
+    rows, bare, bare_cpu, floor = start_table(py, runs)
     print(f"start cost per shipped example, as a multiple of a bare interpreter start (python -c pass: "
           f"{bare * 1000:.0f} ms wall, {bare_cpu * 1000:.0f} ms CPU), median of {runs} interleaved runs; "
           "target without bytecode <= 5x")
     print("wall: elapsed time of the fresh process; CPU: its user + system time, which other load on a shared "
           "machine disturbs less")
     print("examples under sub-skills/ (dtb = distributed-training-backends)")
-    print(f"{'example':<58} {'bytecode':>9} {'no bytecode':>12} {'no bytecode':>12}")
-    print(f"{'':<58} {'wall':>9} {'wall':>12} {'CPU':>12}")
-    for name, w, c, cc in rows:
-        print(f"{name:<58} {w:>8.1f}x {c:>11.1f}x {cc:>11.1f}x")
-    print(f"{'worst':<58} {max(r[1] for r in rows):>8.1f}x {max(r[2] for r in rows):>11.1f}x "
-          f"{max(r[3] for r in rows):>11.1f}x")
+    print(f"{'example':<50} {'bytecode':>9} {'bytecode':>9} {'no bytecode':>12} {'no bytecode':>12}")
+    print(f"{'':<50} {'wall':>9} {'CPU':>9} {'wall':>12} {'CPU':>12}")
+    for name, w, wc, c, cc in rows:
+        print(f"{name:<50} {w:>8.1f}x {wc:>8.1f}x {c:>11.1f}x {cc:>11.1f}x")
+    print(f"{'worst':<50} " + " ".join(f"{max(r[i] for r in rows):>{n}.1f}x" for i, n in
+                                       ((1, 8), (2, 8), (3, 11), (4, 11))))
+    print(f"{floor[0]:<50} {'':>9} {'':>9} {floor[1]:>11.1f}x {floor[2]:>11.1f}x  (the imports every YAML check "
+          "makes before any validator code)")
+    print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def bytecode_env(prefix):

@@ -46,6 +46,9 @@ def test_a_check_loads_only_the_rule_families_it_runs():
     ds = probe("lazy", [str(EX / "ds-zero3.json")])
     assert "deepspeed_keys" in ds["modules"] and not [m for m in ds["modules"] if m.startswith("accelerate_")]
     assert "launch_rules" not in ds["modules"]
+    # topic words: ds-zero3.json has offload_optimizer but no "optimizer" or "scheduler" block and no
+    # gradient-communication key, so neither topic module is compiled for it
+    assert not {"deepspeed_optim", "deepspeed_comm"} & set(ds["modules"]), ds["modules"]
     tr = probe("lazy", ["--launch-command", "torchrun --nnodes 2 --nproc-per-node 8 train.py"])
     assert tr["modules"] == ["launch_rules"], tr["modules"]
 
@@ -139,3 +142,19 @@ def test_a_topic_module_reports_nothing_on_a_document_that_does_not_mention_its_
             fails = [d for n, d in corpus if n == f"{r.id} Fails"]
             assert fails and all(rules.needed(m, d) for d in fails), (m, r.id)
     assert checked > 1000 and skipped > 100
+
+
+def test_a_whole_word_need_matches_a_whole_key_or_value_only():
+    """NEEDS = ("=optimizer", ...): a key or string value equal to the word (any case) loads the module;
+    a key that only contains it (offload_optimizer) does not; a plain word matches any substring."""
+    from backend_validator import core, rules
+    doc = core.Doc
+    def need(data, module="deepspeed_optim"):
+        return rules.needed(module, doc(data, kind="json", name="x.json"))
+    assert need({"optimizer": {"type": "AdamW"}}) and need({"Scheduler": {}})
+    assert need({"zero_optimization": {"x": "optimizer"}})  # a string value equal to the word
+    assert not need({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})
+    assert not need({"my_optimizer": 1, "schedulers": []})
+    assert need({"optimizer": {"type": "Muon"}}, "deepspeed_comm")  # plain word: a substring of a value
+    assert need({"gradient_allreduce_op": "sum"}, "deepspeed_comm")
+    assert not need({"zero_optimization": {"stage": 3}}, "deepspeed_comm")

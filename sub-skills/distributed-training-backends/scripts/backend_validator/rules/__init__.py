@@ -8,7 +8,8 @@ PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validat
   command never compiles the DeepSpeed rules;
 * by topic: a module whose source says ``NEEDS = ("word", ...)`` is imported only for a document
   whose keys or string values mention one of the words (case-insensitive substring), e.g. the FSDP
-  rules for a config that names FSDP somewhere. Such a module promises that its rules report
+  rules for a config that names FSDP somewhere; a word written ``"=word"`` must equal a whole key
+  or string value instead (``"=optimizer"`` is not mentioned by ``offload_optimizer``). Such a module promises that its rules report
   nothing on any other document; tests/validator_cli/test_lazy_rules.py checks the promise on every
   rule's examples and the shipped configs;
 * one rule: :func:`load_rule` imports the module that defines a rule id (a rule that runs another
@@ -57,7 +58,8 @@ def _scan():
 
 
 def mention_text(doc) -> str:
-    """Every key and string value of doc, lowercased, one per line (cached on the document)."""
+    """Every key and string value of doc, lowercased, one per line, with a newline before the first and
+    after the last (cached on the document)."""
     text = getattr(doc, "_mention_text", None)
     if text is None:
         parts, stack = [], [doc.data]
@@ -71,7 +73,7 @@ def mention_text(doc) -> str:
                 stack.extend(v)
             elif isinstance(v, str):
                 parts.append(v)
-        text = "\n".join(parts).lower()
+        text = "\n" + "\n".join(parts).lower() + "\n"
         doc._mention_text = text
     return text
 
@@ -82,7 +84,7 @@ def needed(module: str, doc) -> bool:
     if not words or doc is None:
         return True
     text = mention_text(doc)
-    return any(w in text for w in words)
+    return any((f"\n{w[1:]}\n" if w[0] == "=" else w) in text for w in words)
 
 
 def _import(m: str) -> None:

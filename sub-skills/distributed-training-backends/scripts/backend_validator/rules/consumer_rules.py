@@ -50,12 +50,12 @@ def legacy_offload_client_optimizer(ctx: Context):
     {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
     ```
     """
-    from .. import consumer_model as M
     if not _client_optimizer(ctx):
         return
     z = ctx.doc.get(("zero_optimization",))
     if not isinstance(z, dict) or not z.get("cpu_offload") or z.get("cpu_offload") == "auto":
         return
+    from .. import consumer_model as M  # compiled only for a legacy cpu_offload (start time, bench_validator.py)
     if M.client_optimizer_refused(ctx.doc.data):
         yield ctx.report(("zero_optimization", "cpu_offload"), "legacy 'cpu_offload' turns on optimizer offload, but "
                          f"{ctx.consumer} swaps the script's torch optimizer for DeepSpeedCPUAdam only when "

@@ -7,6 +7,10 @@ from .. import deepspeed as D
 from ..core import Context, rule
 from ._ds import SRC_CFG, _num, _stage
 
+# Every rule here reports only when one of these keys, or the optimizer type Muon, is in the JSON
+# (rules/__init__.py: the module is not compiled for any other document).
+NEEDS = ("gradient_allreduce_op", "gradient_predivide_factor", "prescale_gradients", "muon")
+
 
 @rule(id="ds-allreduce-sum", severity="error", family="deepspeed",
       summary="gradient_allreduce_op sum with ZeRO-3, ZenFlow or DeepCompile",

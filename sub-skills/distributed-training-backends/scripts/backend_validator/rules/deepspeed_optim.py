@@ -7,6 +7,10 @@ from .. import deepspeed as D
 from ..core import Context, did_you_mean, rule
 from ._ds import SRC_CFG, SRC_ENGINE, _INT_PARAMS, _NUM_PARAMS, _num, _stage
 
+# Every rule here reads the top-level "optimizer" or "scheduler" block and reports nothing without one
+# (rules/__init__.py: "=word" is a whole key, so offload_optimizer alone does not load this module).
+NEEDS = ("=optimizer", "=scheduler")
+
 
 @rule(id="ds-removed-optimizer", severity="error", family="deepspeed",
       summary="optimizer type removed in deepspeed 0.19 (1-bit Adam/LAMB, 0/1 Adam)",
