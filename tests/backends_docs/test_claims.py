@@ -62,7 +62,7 @@ def test_nvme_below_stage3_is_cpu(facts):
 def test_torch_optimizer_swapped_under_offload(facts):
     assert facts["ds_prepare_maps_optimizer"]
     t = re.sub(r"\s+", " ", text(DSF))
-    m = re.search(r"`(DeepSpeedCPU\w+)` for anything .*? and only `(\w+)` and `(\w+)` are carried over", t)
+    m = re.search(r"`(DeepSpeedCPU\w+)` for anything .*? only `(\w+)` and `(\w+)` are copied as the new defaults", t)
     assert m, "the optimizer-swap trap is missing from deepspeed-fsdp.md"
     assert m.group(1) == facts["ds_map_default_class"]
     assert sorted(m.group(2, 3)) == facts["ds_map_kept_keys"]
