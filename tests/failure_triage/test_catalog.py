@@ -199,6 +199,8 @@ def test_version_independent_cores_list_their_wordings(catalog):
                 "deepspeed-op-cuda-home-missing", "deepspeed-op-not-compatible",
                 "deepspeed-op-torch-version-mismatch", "deepspeed-launcher-killing-subprocess",
                 "deepspeed-launcher-bad-hostfile", "accelerate-launch-conflicting-modes",
-                "accelerate-deepspeed-dataloader-batch-size", "accelerate-quantized-model-multi-device"):
+                "accelerate-deepspeed-dataloader-batch-size", "accelerate-quantized-model-multi-device",
+                "torch-fsdp-flat-param-dtype-reported", "torch-pg-initialized-twice"):
         assert len(catalog.by_id[eid].wordings) >= 2, eid
+    assert len(catalog.by_id["torch-fsdp-flat-param-requires-grad-reported"].wordings) == 3  # 1.12, 1.13-2.0, >=2.1
     assert sum(1 for e in catalog.entries if e.wordings) >= 25
