@@ -100,7 +100,8 @@ def _anchor_rx() -> re.Pattern:
 
 def annotate(cat: Catalog):
     """Give every entry its grammar class (of its example line) and collect literal keys for entries
-    whose example no grammar anchor reaches (so the prefilter lets their lines through)."""
+    whose example or one of whose listed wordings no grammar anchor reaches (so the prefilter lets
+    their lines through)."""
     from .catalog import literal_keys
     keys = set()
     for e in cat.entries:
@@ -109,7 +110,9 @@ def annotate(cat: Catalog):
         if fc is not None and fc.id == "launcher-exit" and g.get("exit_class") in grammar.BY_ID:
             fc = grammar.BY_ID[g["exit_class"]]
         e.klass = fc.id if fc is not None else None
-        if not _anchor_rx().search("\n" + text):
+        # the example and every listed older/newer wording must get through the prefilter
+        texts = [text] + [clean(str(w.get("text", "")))[0].strip() for w in e.wordings]
+        if not all(_anchor_rx().search("\n" + t) for t in texts):
             ks = literal_keys(e.pattern)
             if ks:
                 keys.update(ks)

@@ -317,8 +317,8 @@ _WATCHDOG = _Lazy(r"Watchdog caught collective operation timeout|"
     "A collective did not finish within the process-group timeout: some rank never joined it. With "
     "nothing failing before it, one rank fell behind (stuck, slower, or on another code path).",
     "Find the rank that fell behind: compare the ranks' last completed sequence numbers (the NCCL flight "
-    "recorder, TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1, see "
-    "references/flight-recorder.md), py-spy dump the hung ranks, TORCH_DISTRIBUTED_DEBUG=DETAIL; look for "
+    "recorder, TORCH_FR_BUFFER_SIZE=2000 (older releases: TORCH_NCCL_TRACE_BUFFER_SIZE) and "
+    "TORCH_NCCL_DUMP_ON_TIMEOUT=1, see sub-skills/failure-triage/references/flight-recorder.md), py-spy dump the hung ranks, TORCH_DISTRIBUTED_DEBUG=DETAIL; look for "
     "rank-dependent branches, evaluation or checkpointing on rank 0 only; raise the timeout only for "
     "legitimately slow steps.",
     "hangs-and-timeouts.md", weight=2, needs=("imeout", "timed out", "Timed out"))
