@@ -2,15 +2,12 @@
 gloo rank with DS_ACCELERATOR=cpu (deepspeed 0.19.8), an inf loss at ZeRO stages 0, 1, 2."""
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _torchrun import result, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -18,23 +15,13 @@ DOC = REPO / "sub-skills" / "failure-triage" / "references" / "numerics.md"
 OVERFLOW = "[deepspeed] OVERFLOW! Skipping step. Gradients are non-finite, weights were not updated."
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("bf16")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-                           str(HERE / "_bf16_overflow_probe.py")],
-                          env=env, cwd=scratch, capture_output=True, text=True, timeout=600)
+    proc = torchrun(HERE / "_bf16_overflow_probe.py", nproc=1, cwd=scratch, env=env)
     text = proc.stdout + proc.stderr
-    res = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and res, text[-3000:]
+    res = result(proc)
     # log lines between one CASE marker and the next belong to that case
     logs, case = {}, None
     for line in text.splitlines():
@@ -44,7 +31,7 @@ def run(tmp_path_factory):
             logs.setdefault(case, [])
         elif case:
             logs[case].append(line)
-    return json.loads(res[-1][len("RESULT "):]), logs
+    return res, logs
 
 
 def test_cpu_accelerator_reports_bf16(run):

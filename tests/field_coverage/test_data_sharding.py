@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _torchrun import torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -17,20 +15,12 @@ PROBE = HERE / "_data_probe.py"
 DOC = REPO / "sub-skills" / "training-loop-integration" / "references" / "iterable-datasets.md"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def obs(tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "obs.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.pop("ACCELERATE_USE_CPU", None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(PROBE), str(out)]
-    proc = subprocess.run(cmd, env=env, cwd=out.parent, capture_output=True, text=True, timeout=600)
+    proc = torchrun(PROBE, out, nproc=2, cwd=out.parent, env=env)
     assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-4000:]
     return json.loads(out.read_text())
 

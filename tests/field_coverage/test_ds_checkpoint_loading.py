@@ -3,37 +3,23 @@ one gloo rank with DS_ACCELERATOR=cpu (deepspeed 0.19.8) saves two checkpoints a
 and 3 and loads them back with the load_checkpoint options."""
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _torchrun import result, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-checkpoint-loading.md"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def res(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("dsckpt")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-                           str(HERE / "_ds_ckpt_probe.py"), str(scratch)],
-                          env=env, cwd=scratch, capture_output=True, text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
-    out = json.loads(lines[-1][len("RESULT "):])
+    proc = torchrun(HERE / "_ds_ckpt_probe.py", scratch, nproc=1, cwd=scratch, env=env)
+    out = result(proc)
     out["log"] = proc.stdout + proc.stderr
     return out
 

@@ -7,22 +7,16 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _torchrun import free_port, result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-launcher-devices.md"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +25,7 @@ def cases(tmp_path_factory):
     env = dict(os.environ, DS_ACCELERATOR="cpu")
     proc = subprocess.run([sys.executable, str(HERE / "_ds_launcher_probe.py"), str(scratch)], env=env,
                           cwd=scratch, capture_output=True, text=True, timeout=300)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return result(proc)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +34,7 @@ def workers(tmp_path_factory):
     info = base64.urlsafe_b64encode(json.dumps({"localhost": [1, 3]}).encode()).decode()
     env = dict(os.environ, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="5,6,7")
     proc = subprocess.run([sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={info}",
-                           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(HERE / "_envprint.py"),
+                           "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(HERE / "_envprint.py"),
                            str(scratch)],
                           env=env, cwd=scratch, capture_output=True, text=True, timeout=300)
     files = sorted(scratch.glob("env_*.json"))

@@ -3,36 +3,21 @@ the learning rate each optimizer step uses under a WarmupLR `scheduler` section 
 DS_ACCELERATOR=cpu, deepspeed 0.19.8)."""
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _torchrun import result, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parents[1] / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-warmup-lr.md"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def lrs(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("warmup")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
-                           str(HERE / "_ds_warmup_probe.py")],
-                          env=env, cwd=scratch, capture_output=True, text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return result(torchrun(HERE / "_ds_warmup_probe.py", nproc=1, cwd=scratch, env=env))
 
 
 def test_default_is_log_warmup_to_the_optimizer_lr_after_two_zero_steps(lrs):

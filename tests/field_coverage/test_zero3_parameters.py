@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _torchrun import torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -18,19 +16,11 @@ PROBE = HERE / "_zero3_probe.py"
 DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "zero3-parameters.md"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def obs(tmp_path_factory):
     out = tmp_path_factory.mktemp("zero3") / "obs.json"
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(PROBE), str(out)]
-    proc = subprocess.run(cmd, env=env, cwd=out.parent, capture_output=True, text=True, timeout=900)
+    proc = torchrun(PROBE, out, nproc=2, cwd=out.parent, env=env, timeout=900)
     assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-4000:]
     return json.loads(out.read_text())
 

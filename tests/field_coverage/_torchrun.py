@@ -1,0 +1,29 @@
+"""One way to run a field-coverage probe: real torchrun (python -m torch.distributed.run) on
+127.0.0.1 with a free port, and the probe's last "RESULT {json}" line read back."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(probe: Path, *args: str, nproc: int, cwd: Path, env: dict, timeout: int = 600):
+    """Start PROBE under torchrun with NPROC local ranks; the completed process is returned."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(probe), *map(str, args)]
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def result(proc) -> dict:
+    """The last RESULT line of a probe that exited 0 (the run's tail is the failure message)."""
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
