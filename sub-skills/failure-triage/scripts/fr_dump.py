@@ -739,19 +739,15 @@ def render(report: dict, fmt: str) -> str:
 
 
 def bundle_version() -> str:
-    """The bundle version from the VERSION file beside the router SKILL.md, found walking up."""
+    """The bundle version (triage/version.py beside this script; 'unknown' without it)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for _ in range(6):
-        if os.path.isfile(os.path.join(here, "VERSION")) and os.path.isfile(os.path.join(here, "SKILL.md")):
-            try:
-                with open(os.path.join(here, "VERSION"), encoding="utf-8") as fh:
-                    return fh.read().strip() or "unknown"
-            except OSError:
-                return "unknown"
-        if os.path.dirname(here) == here:
-            break
-        here = os.path.dirname(here)
-    return "unknown"
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        from triage.version import bundle_version as lookup
+    except ImportError:
+        return "unknown"
+    return lookup()
 
 
 class _Parser(argparse.ArgumentParser):

@@ -25,6 +25,7 @@ from triage.clean import clean, timestamp  # noqa: E402,F401
 from triage.engine import (FOLLOW_LINES, MAX_BYTES, MAX_FINDINGS, MAX_LINE, MAX_SECONDS, MAX_TEXT,  # noqa: E402,F401
                            _Triage, load_catalog, triage_lines, triage_text)
 from triage.reader import Deadline, feed_stream, iter_lines, open_tail  # noqa: E402
+from triage.version import bundle_version  # noqa: E402
 
 _iter_binary = iter_lines  # the line reader under its old name (benchmarks/bench_triage.py)
 
@@ -32,23 +33,6 @@ EXIT_MATCHED, EXIT_UNMATCHED, EXIT_USAGE = 0, 1, 2
 
 # The pinned library versions the catalog's signatures were reproduced against (references/versions.md).
 MIRRORS = "accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, DALLE-pytorch 1.6.6"
-
-
-def bundle_version() -> str:
-    """The bundle version from the one VERSION file at the bundle root (beside the router SKILL.md),
-    found by walking up from this file; 'unknown' when the script was copied out of the bundle."""
-    here = HERE
-    for _ in range(6):
-        if os.path.isfile(os.path.join(here, "VERSION")) and os.path.isfile(os.path.join(here, "SKILL.md")):
-            try:
-                with open(os.path.join(here, "VERSION"), encoding="utf-8") as fh:
-                    return fh.read().strip() or "unknown"
-            except OSError:
-                return "unknown"
-        if os.path.dirname(here) == here:
-            break
-        here = os.path.dirname(here)
-    return "unknown"
 
 
 def version_line(prog: str) -> str:
