@@ -210,4 +210,28 @@ def _():
     return r
 
 
+@case("fsdp_trainer_plugin")
+def _():
+    """The dict transformers 5.25.0 TrainingArguments._process_fsdp_args builds for fsdp=True with an
+    empty fsdp_config (training_args.py ~2826-2862), given to the real plugin under an accelerate
+    FSDP config's environment: explicit fields win, the unset ones come from the environment."""
+    import os
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    trainer_args = {"fsdp_version": 2, "auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "cpu_ram_efficient_loading": False,
+                    "state_dict_type": "FULL_STATE_DICT", "reshard_after_forward": True}
+    env = {"FSDP_VERSION": "1", "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT", "FSDP_AUTO_WRAP_POLICY": "SIZE_BASED_WRAP",
+           "FSDP_CPU_RAM_EFFICIENT_LOADING": "true", "FSDP_OFFLOAD_PARAMS": "true", "FSDP_ACTIVATION_CHECKPOINTING": "true"}
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        p = FullyShardedDataParallelPlugin(**trainer_args)
+        return {"version": p.fsdp_version, "state_dict_type": str(p.state_dict_type).split(".")[-1],
+                "auto_wrap": getattr(p.auto_wrap_policy, "__name__", str(p.auto_wrap_policy)),
+                "cpu_ram_efficient_loading": p.cpu_ram_efficient_loading,
+                "offload": type(p.cpu_offload).__name__, "activation_checkpointing": p.activation_checkpointing}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 print("RESULT " + json.dumps(out, default=str), flush=True)

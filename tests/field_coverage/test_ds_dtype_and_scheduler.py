@@ -73,3 +73,12 @@ def test_accelerate_scheduler_hand_off_under_deepspeed(facts):
     assert a["torch_steplr"] == {"wrapper": "AcceleratedScheduler", "engine_has_it": False, "last_epoch": 2}
     # one of DeepSpeed's schedule classes goes to the engine; the returned wrapper's step() does nothing
     assert a["ds_warmuplr"] == {"wrapper": "DeepSpeedSchedulerWrapper", "engine_has_it": True, "last_epoch": 1}
+
+
+def test_trainer_fsdp_fields_beat_the_accelerate_config(facts):
+    f = facts["fsdp_trainer_plugin"]
+    # what the Trainer sets explicitly wins over FSDP_* from `accelerate launch`
+    assert f["version"] == 2 and f["state_dict_type"] == "FULL_STATE_DICT"
+    assert f["auto_wrap"] == "transformer_auto_wrap_policy" and f["cpu_ram_efficient_loading"] is False
+    # what it leaves unset comes from the launcher's environment
+    assert f["offload"] == "CPUOffloadPolicy" and f["activation_checkpointing"] is True
