@@ -34,6 +34,8 @@ def test_grad_accum_dtype_per_zero_stage(facts):
     # default: accumulation in the model dtype (bf16) at every stage
     assert g["stage1_default"]["accum_dtype"] == g["stage2_default"]["accum_dtype"] == "torch.bfloat16"
     assert g["stage3_default"]["accum_dtype"] == "torch.bfloat16"
+    # stage 0 with bf16 is the fp16 wrapper family run in bf16 (DDP_BFLOAT16), not BF16_Optimizer
+    assert g["stage0_default"]["optimizer"] in ("FP16_UnfusedOptimizer", "FP16_Optimizer"), g["stage0_default"]
     # fp32 requested: stage 0 refuses, stage 1 switches to BF16_Optimizer, stages 2 and 3 keep their
     # ZeRO optimizer and accumulate in separate fp32 buffers
     assert g["stage0_fp32"]["raises"] == "NotImplementedError" and "unsupported mix" in g["stage0_fp32"]["msg"]
