@@ -234,4 +234,23 @@ def _():
         os.environ.update(saved)
 
 
+@case("trainer_gas_plugin")
+def _():
+    """The Trainer hands Accelerate GradientAccumulationPlugin(num_steps=1) (transformers 5.25.0
+    trainer.py ~825); the launcher's ACCELERATE_GRADIENT_ACCUMULATION_STEPS is then never read."""
+    import os
+    from accelerate.utils import GradientAccumulationPlugin
+    os.environ["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = "4"
+    try:
+        reset()
+        with_plugin = Accelerator(cpu=True, gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1))
+        r = {"with_plugin": with_plugin.gradient_accumulation_steps}
+        reset()
+        r["without_plugin"] = Accelerator(cpu=True).gradient_accumulation_steps
+        return r
+    finally:
+        del os.environ["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"]
+        reset()
+
+
 print("RESULT " + json.dumps(out, default=str), flush=True)

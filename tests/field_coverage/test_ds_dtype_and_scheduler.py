@@ -84,3 +84,7 @@ def test_trainer_fsdp_fields_beat_the_accelerate_config(facts):
     assert f["auto_wrap"] == "transformer_auto_wrap_policy" and f["cpu_ram_efficient_loading"] is False
     # what it leaves unset comes from the launcher's environment
     assert f["offload"] == "CPUOffloadPolicy" and f["activation_checkpointing"] is True
+
+
+def test_an_accumulation_plugin_hides_the_launcher_value(facts):
+    assert facts["trainer_gas_plugin"] == {"with_plugin": 1, "without_plugin": 4}
