@@ -82,7 +82,7 @@ def test_default_gradient_clipping(facts):
     assert f"`gradient_clipping` is `auto`, which `prepare` turns into {fill}" in inline
     assert facts["ds_zero3_init_default"] == {"2": False, "3": True}
     assert "an unset `zero3_init_flag` is true at stage 3" in inline
-    assert f"`gradient_clipping` ({fill} when nothing" in text(DSF)
+    assert f"| `gradient_clipping` | {fill} when nothing" in text(DSF)
     assert f"clipped at {fill}" in text(TRB)
 
 

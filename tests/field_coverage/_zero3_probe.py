@@ -167,6 +167,45 @@ except ValueError as e:
 full = acc.get_state_dict(eng_on)
 OUT["get_state_dict_flag_on"] = every_rank(shapes(full) if full else full)
 
+# frozen parameters under non-reentrant activation checkpointing (the LoRA case): the recompute in
+# backward must see them whole; deepspeed 0.19.8 keeps them gathered through it
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.lin = torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.lin(self.norm(x))
+
+
+class _Ckpt(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([_Block(), _Block()])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = checkpoint(b, x, use_reentrant=False)
+        return x
+
+
+ck = _Ckpt()
+seen = []
+for b in ck.blocks:
+    b.norm.requires_grad_(False)
+    b.norm.register_forward_hook(lambda m, i, o: seen.append(list(m.weight.shape)))
+ck_eng = deepspeed.initialize(model=ck, model_parameters=[p for p in ck.parameters() if p.requires_grad],
+                              config=cfg(stage3_param_persistence_threshold=0))[0]
+try:
+    ck_eng.backward(ck_eng(torch.randn(2, 16)).sum())
+    ck_eng.step()
+    OUT["frozen_ckpt"] = {"error": None, "norm_shapes_seen": seen}
+except Exception as e:  # the CheckpointError of older releases
+    OUT["frozen_ckpt"] = {"error": f"{type(e).__name__}: {str(e)[:200]}", "norm_shapes_seen": seen}
+
 if RANK == 0:
     with open(sys.argv[1], "w") as f:
         json.dump(OUT, f, indent=1, sort_keys=True)

@@ -124,3 +124,10 @@ def test_accelerate_itself_never_enters_zero_init():
              if "zero.Init(" in line.split("#", 1)[0]]
     assert calls == []
     assert "GatheredParameters" in (root / "utils" / "operations.py").read_text()  # the scan reads real sources
+
+
+def test_frozen_params_survive_a_non_reentrant_checkpoint_recompute(obs):
+    f = obs["frozen_ckpt"]
+    assert f["error"] is None, f
+    # forward plus the recompute in backward, two blocks: four calls, each with the whole weight
+    assert f["norm_shapes_seen"] == [[16]] * 4, f
