@@ -1,0 +1,189 @@
+"""Runs under `torchrun --nproc_per_node 2` (gloo, CPU, torch 2.13.0). One launch answers:
+
+- which timeout each process group really has (default group, new_group, DeviceMesh dims,
+  backend_override, _set_pg_timeout), read from the gloo backend's options;
+- how dist.barrier() picks its device and when it warns ("barrier(): using the device under
+  current context"), with the accelerator probe forced to a CUDA device so the branch a GPU
+  machine takes runs here (the barrier itself then cannot allocate on this CPU build, which is
+  recorded, not hidden);
+- torch APIs torchtitan's recipes rely on: checkpoint_wrapper key names under fully_shard and in
+  DCP state dicts, the Hugging Face safetensors storage writer/reader round trip, and the
+  `python -m torch.distributed.checkpoint.format_utils` command line.
+
+Rank 0 writes JSON to argv[1] (read by test_groups_barrier_titan.py)."""
+import datetime
+import json
+import os
+import runpy
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.distributed.distributed_c10d as c10d
+from torch.distributed.device_mesh import init_device_mesh
+
+OUT_PATH = sys.argv[1]
+WORK = os.path.dirname(OUT_PATH)
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=77))
+RANK = dist.get_rank()
+OUT = {}
+
+
+def every_rank(v):
+    got = [None] * dist.get_world_size()
+    dist.all_gather_object(got, v)
+    return got
+
+
+def timeout_s(group):
+    return group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
+
+
+# --- 1. per-group timeouts -------------------------------------------------------------------
+g_default = c10d._get_default_group()
+g_plain = dist.new_group([0, 1])
+g_given = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=55))
+mesh = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp", "tp"))
+opts = c10d.ProcessGroupGloo._Options()
+opts._timeout = datetime.timedelta(seconds=44)
+mesh_o = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp", "tp"), backend_override={"dp": ("gloo", opts)})
+OUT["timeouts"] = {
+    "default": timeout_s(g_default),
+    "new_group_plain": timeout_s(g_plain),
+    "new_group_given": timeout_s(g_given),
+    "mesh_dim_whole_world": timeout_s(mesh.get_group("tp")),
+    "mesh_dim_whole_world_is_default": mesh.get_group("tp") is g_default,
+    "mesh_dim_sub": timeout_s(mesh.get_group("dp")),
+    "mesh_dim_sub_override": timeout_s(mesh_o.get_group("dp")),
+}
+c10d._set_pg_timeout(datetime.timedelta(seconds=20), g_plain)
+OUT["timeouts"]["new_group_after_set_pg_timeout"] = timeout_s(g_plain)
+
+# --- 2. barrier device choice ----------------------------------------------------------------
+made = []
+_real_opts = c10d.BarrierOptions
+
+
+def _recording_opts():
+    o = _real_opts()
+    made.append(o)
+    return o
+
+
+c10d.BarrierOptions = _recording_opts
+DEVICE_WARNING = "barrier(): using the device under current context"
+
+
+def barrier_case(**kw):
+    """(warned, opts.device, error) for one barrier call with every warning recorded."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        err = None
+        try:
+            dist.barrier(**kw)
+        except Exception as e:  # the forced-CUDA barrier cannot allocate on a CPU build
+            err = type(e).__name__
+    hits = [x for x in w if DEVICE_WARNING in str(x.message)]
+    where = os.path.basename(hits[0].filename) if hits else None
+    return {"warned": bool(hits), "device": str(made[-1].device), "error": err, "warned_at": where}
+
+
+dist.all_reduce(torch.ones(1))  # an earlier collective with a tensor
+OUT["barrier_gloo_cpu"] = every_rank(barrier_case())
+
+_real_accel = torch._C._get_accelerator
+torch._C._get_accelerator = lambda *a, **k: torch.device("cuda", 3)  # "current device" = cuda:3
+_real_coll = c10d._get_object_coll_device
+c10d._get_object_coll_device = lambda group=None: "cuda"  # as for an NCCL-only group
+local = {}
+try:  # gather only after the patches are undone: object collectives would pick the fake device
+    local["after_collective"] = barrier_case()
+    local["device_ids"] = barrier_case(device_ids=[1])
+    # Python's default filter: one report per warning location; every barrier() call reaches
+    # warnings.warn through the same c10d_logger wrapper line, so two call sites warn once
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("default")
+        for _ in range(2):
+            try:
+                dist.barrier()
+            except Exception:
+                pass
+        try:
+            dist.barrier()  # a second call site
+        except Exception:
+            pass
+    local["default_filter_three_calls"] = sum(DEVICE_WARNING in str(x.message) for x in w)
+    # what init_process_group(device_id=...) stores on the group
+    g_default.bound_device_id = torch.device("cuda", 2)
+    local["bound_device"] = barrier_case()
+finally:
+    g_default.bound_device_id = None
+    torch._C._get_accelerator = _real_accel
+    c10d._get_object_coll_device = _real_coll
+    c10d.BarrierOptions = _real_opts
+for key, val in local.items():
+    OUT["barrier_forced_cuda_" + key] = every_rank(val)
+dist.barrier()
+
+# --- 3. checkpoint_wrapper names under fully_shard (torchtitan: AC, then compile, then FSDP) ---
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
+from torch.distributed.checkpoint.state_dict import get_model_state_dict  # noqa: E402
+from torch.distributed.fsdp import fully_shard  # noqa: E402
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+model[0] = checkpoint_wrapper(model[0])
+fully_shard(model[0])
+fully_shard(model)
+model(torch.randn(3, 4)).sum().backward()
+OUT["ac_named_parameters"] = sorted(n for n, _ in model.named_parameters())
+OUT["ac_state_dict_keys"] = sorted(model.state_dict())
+OUT["ac_get_model_state_dict_keys"] = sorted(get_model_state_dict(model))
+OUT["ac_grad_is_sharded"] = type(model[0]._checkpoint_wrapped_module.weight.grad).__name__
+
+dist.barrier()
+dist.destroy_process_group()
+
+# --- 4. single-process conversions (rank 0, no process group: DCP runs without one) ----------
+if RANK == 0:
+    from torch.distributed.checkpoint import HuggingFaceStorageReader, HuggingFaceStorageWriter
+
+    hf_dir = os.path.join(WORK, "hf")
+    sd = {"model.w": torch.arange(6.0).reshape(2, 3), "model.b": torch.ones(2, dtype=torch.bfloat16)}
+    dcp.save(sd, storage_writer=HuggingFaceStorageWriter(path=hf_dir))
+    OUT["hf_files"] = sorted(os.listdir(hf_dir))
+    back = {"model.w": torch.zeros(2, 3), "model.b": torch.zeros(2, dtype=torch.bfloat16)}
+    dcp.load(back, storage_reader=HuggingFaceStorageReader(path=hf_dir))
+    OUT["hf_roundtrip_equal"] = all(torch.equal(sd[k], back[k]) for k in sd)
+    OUT["hf_roundtrip_dtype"] = str(back["model.b"].dtype)
+    from safetensors import safe_open
+    files = [f for f in OUT["hf_files"] if f.endswith(".safetensors")]
+    with safe_open(os.path.join(hf_dir, files[0]), "pt") as f:
+        OUT["hf_safetensors_keys"] = sorted(f.keys())
+
+    # DCP -> torch.save through the module's command line; a missing source is not an error
+    dcp_dir = os.path.join(WORK, "dcp")
+    dcp.save({"w": torch.ones(2)}, checkpoint_id=dcp_dir)
+
+    def cli(*argv):
+        old = sys.argv
+        sys.argv = ["format_utils", *argv]
+        try:
+            runpy.run_module("torch.distributed.checkpoint.format_utils", run_name="__main__")
+            return 0
+        except SystemExit as e:
+            return e.code
+        finally:
+            sys.argv = old
+
+    pt = os.path.join(WORK, "out.pt")
+    OUT["cli_dcp_to_torch_rc"] = cli("dcp_to_torch", dcp_dir, pt)
+    OUT["cli_dcp_to_torch_keys"] = sorted(torch.load(pt, weights_only=True))
+    missing_pt = os.path.join(WORK, "never.pt")
+    OUT["cli_missing_src_rc"] = cli("dcp_to_torch", os.path.join(WORK, "no_such_dir"), missing_pt)
+    OUT["cli_missing_src_wrote"] = os.path.exists(missing_pt)
+
+    with open(OUT_PATH, "w") as f:
+        json.dump(OUT, f, indent=1, sort_keys=True)

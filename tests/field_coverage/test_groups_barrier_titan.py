@@ -1,0 +1,77 @@
+"""Behaviour claims of process-groups.md (group timeouts, barrier device choice) and
+torchtitan-recipes.md (the torch APIs torchtitan's recipes call), shown by one run of
+_groups_barrier_probe.py under torchrun with 2 gloo ranks on CPU (torch 2.13.0)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from _torchrun import torchrun  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def obs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("groups") / "obs.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = torchrun(HERE / "_groups_barrier_probe.py", out, nproc=2, cwd=out.parent, env=env, timeout=300)
+    assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_only_the_default_group_gets_init_process_group_timeout(obs):
+    t = obs["timeouts"]
+    assert t["default"] == 77.0  # init_process_group(timeout=77 s)
+    assert t["new_group_plain"] == 1800.0  # backend default (gloo 30 min), not 77 s
+    assert t["new_group_given"] == 55.0
+    # a mesh dimension spanning the world reuses the default group; a smaller one is a new group
+    assert t["mesh_dim_whole_world_is_default"] and t["mesh_dim_whole_world"] == 77.0
+    assert t["mesh_dim_sub"] == 1800.0
+    assert t["mesh_dim_sub_override"] == 44.0  # backend_override options carry a timeout
+    assert t["new_group_after_set_pg_timeout"] == 20.0
+
+
+def test_barrier_on_cpu_group_uses_cpu_and_never_warns(obs):
+    assert obs["barrier_gloo_cpu"] == [{"device": "cpu", "error": None, "warned": False, "warned_at": None}] * 2
+
+
+def test_barrier_warns_on_rank0_even_after_an_earlier_collective(obs):
+    r0, r1 = obs["barrier_forced_cuda_after_collective"]
+    # the current device (what torch.cuda.set_device chose) is used; rank 0 alone warns
+    assert r0["device"] == r1["device"] == "cuda:3"
+    assert r0["warned"] and not r1["warned"]
+    assert r0["warned_at"] == "c10d_logger.py"
+    # the forced CUDA tensor cannot be made on a CPU build: the branch ran up to the allocation
+    assert r0["error"] == r1["error"] == "NotImplementedError"
+
+
+def test_device_ids_or_bound_device_silence_the_warning(obs):
+    for r in obs["barrier_forced_cuda_device_ids"]:
+        assert r["device"] == "cuda:1" and not r["warned"]
+    for r in obs["barrier_forced_cuda_bound_device"]:
+        assert r["device"] == "cuda:2" and not r["warned"]
+
+
+def test_default_warning_filter_reports_the_barrier_warning_once(obs):
+    assert obs["barrier_forced_cuda_default_filter_three_calls"] == [1, 0]
+
+
+def test_checkpoint_wrapper_prefix_is_in_parameters_not_in_state_dicts(obs):
+    assert "0._checkpoint_wrapped_module.weight" in obs["ac_named_parameters"]
+    want = ["0.bias", "0.weight", "1.bias", "1.weight"]
+    assert obs["ac_state_dict_keys"] == want and obs["ac_get_model_state_dict_keys"] == want
+    assert obs["ac_grad_is_sharded"] == "DTensor"
+
+
+def test_hf_storage_writer_reader_round_trip(obs):
+    assert obs["hf_files"] == ["model-00001-of-00001.safetensors", "model.safetensors.index.json"]
+    assert obs["hf_safetensors_keys"] == ["model.b", "model.w"]
+    assert obs["hf_roundtrip_equal"] and obs["hf_roundtrip_dtype"] == "torch.bfloat16"
+
+
+def test_format_utils_cli_converts_and_skips_missing_source_with_exit_0(obs):
+    assert obs["cli_dcp_to_torch_rc"] == 0 and obs["cli_dcp_to_torch_keys"] == ["w"]
+    assert obs["cli_missing_src_rc"] == 0 and obs["cli_missing_src_wrote"] is False
