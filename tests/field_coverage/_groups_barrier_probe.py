@@ -143,6 +143,40 @@ OUT["ac_state_dict_keys"] = sorted(model.state_dict())
 OUT["ac_get_model_state_dict_keys"] = sorted(get_model_state_dict(model))
 OUT["ac_grad_is_sharded"] = type(model[0]._checkpoint_wrapped_module.weight.grad).__name__
 
+# --- 3b. meta-device build, then shard, then materialize (torchtitan's init flow) --------------
+with torch.device("meta"):
+    big = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Linear(8, 6))
+for layer in big:
+    fully_shard(layer)
+fully_shard(big)
+big.to_empty(device="cpu")
+torch.manual_seed(1)
+for layer in big:
+    layer.reset_parameters()  # init on the local shards, after sharding
+OUT["meta_flow"] = {
+    "is_meta": any(p.is_meta for p in big.parameters()),
+    "local_shape": every_rank(list(big[0].weight.to_local().shape)),
+    "global_shape": list(big[0].weight.shape),
+    "device": str(big[0].weight.device),
+}
+
+# --- 3c. tensor parallelism on a 1-D mesh: colwise then rowwise equals the plain MLP -----------
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module  # noqa: E402
+
+torch.manual_seed(2)
+mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+x = torch.randn(3, 4)
+ref = mlp(x).detach().clone()
+tp_mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+parallelize_module(mlp, tp_mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+y = mlp(x)
+OUT["tp"] = {
+    "placements": [str(mlp[0].weight.placements), str(mlp[2].weight.placements)],
+    "local_shapes": [list(mlp[0].weight.to_local().shape), list(mlp[2].weight.to_local().shape)],
+    "output_type": type(y).__name__,
+    "matches_unsharded": every_rank(bool(torch.allclose(y, ref, atol=1e-6))),
+}
+
 dist.barrier()
 dist.destroy_process_group()
 

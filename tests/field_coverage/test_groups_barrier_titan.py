@@ -75,3 +75,17 @@ def test_hf_storage_writer_reader_round_trip(obs):
 def test_format_utils_cli_converts_and_skips_missing_source_with_exit_0(obs):
     assert obs["cli_dcp_to_torch_rc"] == 0 and obs["cli_dcp_to_torch_keys"] == ["w"]
     assert obs["cli_missing_src_rc"] == 0 and obs["cli_missing_src_wrote"] is False
+
+
+def test_meta_build_then_shard_then_to_empty_and_init(obs):
+    m = obs["meta_flow"]
+    assert m["is_meta"] is False and m["device"] == "cpu"
+    assert m["global_shape"] == [8, 6] and m["local_shape"] == [[4, 6], [4, 6]]
+
+
+def test_colwise_then_rowwise_tp_matches_the_unsharded_mlp(obs):
+    t = obs["tp"]
+    assert t["placements"] == ["(Shard(dim=0),)", "(Shard(dim=1),)"]
+    assert t["local_shapes"] == [[4, 4], [4, 4]]
+    assert t["matches_unsharded"] == [True, True]
+    assert t["output_type"] != "DTensor"  # use_local_output=True by default: a plain (async) tensor
