@@ -177,6 +177,74 @@ OUT["tp"] = {
     "matches_unsharded": every_rank(bool(torch.allclose(y, ref, atol=1e-6))),
 }
 
+# --- 3d. gradient clipping on FSDP2 parameters, one mesh and two meshes -------------------------
+torch.manual_seed(3)
+ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+xs = torch.randn(6, 4)
+ref(xs).sum().backward()
+ref_norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 1e9).item()
+
+
+def sharded_copy(mesh0=None, mesh1=None):
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    m.load_state_dict(ref.state_dict())
+    fully_shard(m[0], mesh=mesh0)
+    fully_shard(m[1], mesh=mesh1)
+    fully_shard(m, mesh=mesh0)
+    m(xs).sum().backward()
+    return m
+
+
+one = sharded_copy()
+n1 = torch.nn.utils.clip_grad_norm_(one.parameters(), 1e9)
+OUT["clip_one_mesh"] = {"type": type(n1).__name__, "placements": str(n1.placements),
+                        "item_matches_unsharded": every_rank(abs(n1.item() - ref_norm) < 1e-4)}
+mesh_a = init_device_mesh("cpu", (2,))
+mesh_b = init_device_mesh("cpu", (1, 2), mesh_dim_names=("r", "s"))["s"]
+two = sharded_copy(mesh_a, mesh_b)
+try:
+    torch.nn.utils.clip_grad_norm_(two.parameters(), 1.0)
+    OUT["clip_two_meshes_error"] = None
+except RuntimeError as e:
+    OUT["clip_two_meshes_error"] = str(e).split(", but got")[0]
+# workaround: one norm per mesh group, made plain with full_tensor(), combined, then clip
+groups = [list(two[0].parameters()), list(two[1].parameters())]
+norms = [torch.nn.utils.get_total_norm([p.grad for p in g]).full_tensor() for g in groups]
+total = torch.linalg.vector_norm(torch.stack(norms))
+for g in groups:  # one clip call per mesh: a single call over both meshes fails the same way
+    torch.nn.utils.clip_grads_with_norm_(g, 1e9, total)
+OUT["clip_two_meshes_workaround_matches"] = every_rank(abs(total.item() - ref_norm) < 1e-4)
+
+# --- 3e. what dcp.load does with keys that differ between checkpoint and target ---------------
+from torch.distributed.checkpoint import DefaultLoadPlanner  # noqa: E402
+
+ck = os.path.join(WORK, "keys_ckpt")
+dcp.save({"w": torch.ones(4), "only_in_ckpt": torch.ones(2), "epoch": 3}, checkpoint_id=ck)
+
+
+def try_load(target, **kw):
+    try:
+        dcp.load(target, checkpoint_id=ck, **kw)
+        return None
+    except Exception as e:
+        return "Exception: " + " ".join(str(e).split())
+    except BaseException as e:  # CheckpointException derives from BaseException, not Exception
+        return type(e).__name__ + ": " + " ".join(str(e).split())
+
+
+t1 = {"w": torch.zeros(4), "epoch": 0}
+OUT["dcp_extra_ckpt_key"] = {"error": try_load(t1), "w": t1["w"].tolist(), "epoch": t1["epoch"]}
+t2 = {"w": torch.zeros(4), "new_param": torch.full((2,), 7.0)}
+err = try_load(t2)
+OUT["dcp_missing_key_error"] = "Missing key in checkpoint state_dict: new_param" in (err or "")
+OUT["dcp_error_type"] = (err or "").split(":")[0]
+t3 = {"w": torch.zeros(4), "new_param": torch.full((2,), 7.0)}
+OUT["dcp_partial"] = {"error": try_load(t3, planner=DefaultLoadPlanner(allow_partial_load=True)),
+                      "w": t3["w"].tolist(), "new_param": t3["new_param"].tolist()}
+err = try_load({"w": torch.zeros(5)})
+OUT["dcp_shape_mismatch_error"] = bool(err) and "Size mismatch" in err
+OUT["dcp_shape_mismatch_text"] = (err or "")[(err or "").find("Size mismatch"):][:160]
+
 dist.barrier()
 dist.destroy_process_group()
 

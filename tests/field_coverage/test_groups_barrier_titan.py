@@ -89,3 +89,25 @@ def test_colwise_then_rowwise_tp_matches_the_unsharded_mlp(obs):
     assert t["local_shapes"] == [[4, 4], [4, 4]]
     assert t["matches_unsharded"] == [True, True]
     assert t["output_type"] != "DTensor"  # use_local_output=True by default: a plain (async) tensor
+
+
+def test_clip_grad_norm_on_fsdp2_returns_the_global_norm_as_a_replicated_dtensor(obs):
+    c = obs["clip_one_mesh"]
+    assert c["type"] == "DTensor" and c["placements"] == "(Replicate(),)"
+    assert c["item_matches_unsharded"] == [True, True]
+
+
+def test_clip_grad_norm_across_two_meshes_fails_and_the_per_mesh_workaround_matches(obs):
+    assert obs["clip_two_meshes_error"] == "All operands in aten.stack.default must have the same mesh"
+    assert obs["clip_two_meshes_workaround_matches"] == [True, True]
+
+
+def test_dcp_load_is_driven_by_the_target_keys(obs):
+    extra = obs["dcp_extra_ckpt_key"]  # a key only in the checkpoint is ignored; non-tensors load too
+    assert extra == {"epoch": 3, "error": None, "w": [1.0] * 4}
+    assert obs["dcp_missing_key_error"] and obs["dcp_error_type"] == "CheckpointException"
+    part = obs["dcp_partial"]  # allow_partial_load: the missing key keeps the target's value
+    assert part == {"error": None, "new_param": [7.0, 7.0], "w": [1.0] * 4}
+    assert obs["dcp_shape_mismatch_error"]
+    assert obs["dcp_shape_mismatch_text"].startswith(
+        "Size mismatch between saved torch.Size([4]) and current: torch.Size([5]) for w")
