@@ -245,6 +245,34 @@ err = try_load({"w": torch.zeros(5)})
 OUT["dcp_shape_mismatch_error"] = bool(err) and "Size mismatch" in err
 OUT["dcp_shape_mismatch_text"] = (err or "")[(err or "").find("Size mismatch"):][:160]
 
+# optimizer state: a never-stepped optimizer's own state_dict() has no state to fill
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
+
+torch.manual_seed(4)
+lin = torch.nn.Linear(3, 2)
+opt = torch.optim.Adam(lin.parameters())
+lin(torch.randn(2, 3)).sum().backward()
+opt.step()
+ck2 = os.path.join(WORK, "optim_ckpt")
+msd, osd = get_state_dict(lin, opt)
+dcp.save({"model": msd, "optim": osd}, checkpoint_id=ck2)
+lin2 = torch.nn.Linear(3, 2)
+opt_bare = torch.optim.Adam(lin2.parameters())
+target = {"optim": opt_bare.state_dict()}
+dcp.load(target, checkpoint_id=ck2)
+opt_bare.load_state_dict(target["optim"])
+OUT["optim_bare_state_restored"] = len(opt_bare.state) > 0
+lin3 = torch.nn.Linear(3, 2)
+opt3 = torch.optim.Adam(lin3.parameters())
+msd3, osd3 = get_state_dict(lin3, opt3)
+state = {"model": msd3, "optim": osd3}
+dcp.load(state, checkpoint_id=ck2)
+set_state_dict(lin3, opt3, model_state_dict=state["model"], optim_state_dict=state["optim"])
+OUT["optim_get_state_dict_restored"] = {
+    "step": float(next(iter(opt3.state.values()))["step"]),
+    "exp_avg_equal": bool(torch.equal(opt3.state[lin3.weight]["exp_avg"], opt.state[lin.weight]["exp_avg"])),
+}
+
 dist.barrier()
 dist.destroy_process_group()
 

@@ -111,3 +111,8 @@ def test_dcp_load_is_driven_by_the_target_keys(obs):
     assert obs["dcp_shape_mismatch_error"]
     assert obs["dcp_shape_mismatch_text"].startswith(
         "Size mismatch between saved torch.Size([4]) and current: torch.Size([5]) for w")
+
+
+def test_optimizer_state_loads_only_into_a_get_state_dict_target(obs):
+    assert obs["optim_bare_state_restored"] is False  # no error, nothing restored
+    assert obs["optim_get_state_dict_restored"] == {"exp_avg_equal": True, "step": 1.0}
