@@ -215,6 +215,37 @@ for g in groups:  # one clip call per mesh: a single call over both meshes fails
     torch.nn.utils.clip_grads_with_norm_(g, 1e9, total)
 OUT["clip_two_meshes_workaround_matches"] = every_rank(abs(total.item() - ref_norm) < 1e-4)
 
+# --- 3f. tied weights: two FSDP groups may not share a parameter (torch 2.13 check) ------------
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+        self.body = torch.nn.Linear(4, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.body(self.embed(ids)))
+
+
+ids = torch.tensor([[1, 2, 3]])
+split = Tied()
+fully_shard(split.embed)
+fully_shard(split.body)
+fully_shard(split)  # the root keeps head, whose weight is embed's
+try:
+    split(ids)
+    OUT["tied_split_error"] = None
+except ValueError as e:
+    OUT["tied_split_error"] = str(e)
+together = Tied()
+fully_shard([together.embed, together.head])
+fully_shard(together.body)
+fully_shard(together)
+out = together(ids)
+out.sum().backward()
+OUT["tied_together"] = {"ran": list(out.shape), "still_tied": together.head.weight is together.embed.weight}
+
 # --- 3e. what dcp.load does with keys that differ between checkpoint and target ---------------
 from torch.distributed.checkpoint import DefaultLoadPlanner  # noqa: E402
 

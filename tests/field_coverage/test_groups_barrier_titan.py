@@ -116,3 +116,10 @@ def test_dcp_load_is_driven_by_the_target_keys(obs):
 def test_optimizer_state_loads_only_into_a_get_state_dict_target(obs):
     assert obs["optim_bare_state_restored"] is False  # no error, nothing restored
     assert obs["optim_get_state_dict_restored"] == {"exp_avg_equal": True, "step": 1.0}
+
+
+def test_tied_weights_must_share_one_fsdp_group(obs):
+    assert obs["tied_split_error"].startswith(
+        "Parameter 'embed.weight' is shared with a parameter already managed by another FSDP group.")
+    assert "fully_shard([module_a, module_b])" in obs["tied_split_error"]
+    assert obs["tied_together"] == {"ran": [1, 3, 10], "still_tied": True}
