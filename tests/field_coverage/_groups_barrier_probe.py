@@ -143,6 +143,14 @@ OUT["ac_state_dict_keys"] = sorted(model.state_dict())
 OUT["ac_get_model_state_dict_keys"] = sorted(get_model_state_dict(model))
 OUT["ac_grad_is_sharded"] = type(model[0]._checkpoint_wrapped_module.weight.grad).__name__
 
+# FSDP1 -> FSDP2 names: what fully_shard accepts and which setters FSDPModule has
+import inspect  # noqa: E402
+
+from torch.distributed.fsdp import FSDPModule  # noqa: E402
+
+OUT["fully_shard_params"] = sorted(inspect.signature(fully_shard).parameters)
+OUT["fsdp_module_setters"] = sorted(m for m in dir(FSDPModule) if m.startswith("set_") or m in ("unshard", "reshard"))
+
 # --- 3b. meta-device build, then shard, then materialize (torchtitan's init flow) --------------
 with torch.device("meta"):
     big = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Linear(8, 6))

@@ -123,3 +123,12 @@ def test_tied_weights_must_share_one_fsdp_group(obs):
         "Parameter 'embed.weight' is shared with a parameter already managed by another FSDP group.")
     assert "fully_shard([module_a, module_b])" in obs["tied_split_error"]
     assert obs["tied_together"] == {"ran": [1, 3, 10], "still_tied": True}
+
+
+def test_fsdp1_options_have_no_fully_shard_argument_and_their_replacements_exist(obs):
+    params = set(obs["fully_shard_params"])
+    assert params == {"module", "mesh", "reshard_after_forward", "shard_placement_fn", "mp_policy",
+                      "offload_policy", "ignored_params", "dp_mesh_dims"}
+    setters = set(obs["fsdp_module_setters"])
+    assert {"set_requires_gradient_sync", "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
+            "set_reshard_after_forward", "set_gradient_divide_factor", "unshard", "reshard"} <= setters
