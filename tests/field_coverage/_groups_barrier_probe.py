@@ -254,6 +254,23 @@ out = together(ids)
 out.sum().backward()
 OUT["tied_together"] = {"ran": list(out.shape), "still_tied": together.head.weight is together.embed.weight}
 
+# --- 3g. all_gather of tensors whose size differs per rank (gloo) -----------------------------
+mine = torch.arange(2.0 + RANK)  # rank 0: 2 elements, rank 1: 3
+try:
+    dist.all_gather([torch.zeros(2), torch.zeros(3)], mine)
+    OUT["ag_uneven_error"] = None
+except RuntimeError as e:
+    OUT["ag_uneven_error"] = str(e).splitlines()[0]
+# the padding recipe: share the sizes, pad to the largest, gather, cut
+n = torch.tensor([mine.numel()])
+sizes = [torch.zeros_like(n) for _ in range(2)]
+dist.all_gather(sizes, n)
+top = int(max(s.item() for s in sizes))
+padded = torch.cat([mine, mine.new_zeros(top - mine.numel())])
+bufs = [torch.empty(top) for _ in range(2)]
+dist.all_gather(bufs, padded)
+OUT["ag_padded"] = every_rank([b[: int(s.item())].tolist() for b, s in zip(bufs, sizes)])
+
 # --- 3e. what dcp.load does with keys that differ between checkpoint and target ---------------
 from torch.distributed.checkpoint import DefaultLoadPlanner  # noqa: E402
 

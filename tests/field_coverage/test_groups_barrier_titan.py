@@ -132,3 +132,8 @@ def test_fsdp1_options_have_no_fully_shard_argument_and_their_replacements_exist
     setters = set(obs["fsdp_module_setters"])
     assert {"set_requires_gradient_sync", "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
             "set_reshard_after_forward", "set_gradient_divide_factor", "unshard", "reshard"} <= setters
+
+
+def test_uneven_all_gather_fails_on_gloo_and_the_padding_recipe_works(obs):
+    assert obs["ag_uneven_error"].startswith("ProcessGroupGloo::allgather: invalid tensor size at index")
+    assert obs["ag_padded"] == [[[0.0, 1.0], [0.0, 1.0, 2.0]]] * 2
