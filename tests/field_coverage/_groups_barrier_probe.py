@@ -371,5 +371,15 @@ if RANK == 0:
     OUT["cli_missing_src_rc"] = cli("dcp_to_torch", os.path.join(WORK, "no_such_dir"), missing_pt)
     OUT["cli_missing_src_wrote"] = os.path.exists(missing_pt)
 
+    # TORCH_CPP_LOG_LEVEL set after `import torch`: c10's logging was configured at import, so the
+    # INFO lines a store connection prints (b41 in tests/torch_distributed shows them when the variable
+    # is set before start) must not appear; the test reads torchrun's output for them
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "INFO"
+    master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", master.port, is_master=False)
+    client.set("k", "v")
+    OUT["late_cpp_log_level_store_ok"] = master.get("k") == b"v"
+    del client, master
+
     with open(OUT_PATH, "w") as f:
         json.dump(OUT, f, indent=1, sort_keys=True)

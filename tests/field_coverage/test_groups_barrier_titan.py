@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ HERE = Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def obs(tmp_path_factory):
     out = tmp_path_factory.mktemp("groups") / "obs.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CPP_LOG_LEVEL"}
+    env["OMP_NUM_THREADS"] = "1"
     proc = torchrun(HERE / "_groups_barrier_probe.py", out, nproc=2, cwd=out.parent, env=env, timeout=300)
     assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-3000:]
-    return json.loads(out.read_text())
+    return dict(json.loads(out.read_text()), _output=proc.stdout + proc.stderr)
 
 
 def test_only_the_default_group_gets_init_process_group_timeout(obs):
@@ -137,3 +139,9 @@ def test_fsdp1_options_have_no_fully_shard_argument_and_their_replacements_exist
 def test_uneven_all_gather_fails_on_gloo_and_the_padding_recipe_works(obs):
     assert obs["ag_uneven_error"].startswith("ProcessGroupGloo::allgather: invalid tensor size at index")
     assert obs["ag_padded"] == [[[0.0, 1.0], [0.0, 1.0, 2.0]]] * 2
+
+
+def test_torch_cpp_log_level_set_after_import_has_no_effect(obs):
+    assert obs["late_cpp_log_level_store_ok"] is True
+    info_lines = [ln for ln in obs["_output"].splitlines() if re.match(r"\[I\d{4} .*\[c10d\]", ln)]
+    assert info_lines == []
