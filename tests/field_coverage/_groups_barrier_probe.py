@@ -223,6 +223,17 @@ for g in groups:  # one clip call per mesh: a single call over both meshes fails
     torch.nn.utils.clip_grads_with_norm_(g, 1e9, total)
 OUT["clip_two_meshes_workaround_matches"] = every_rank(abs(total.item() - ref_norm) < 1e-4)
 
+# --- 3h. torch.save(model.state_dict()) of an FSDP2 model on rank 0 keeps rank 0's shard only -
+lin_s = torch.nn.Linear(4, 6)
+fully_shard(lin_s)
+if RANK == 0:
+    torch.save(lin_s.state_dict(), os.path.join(WORK, "rank0_sd.pt"))
+full_sd = get_model_state_dict(lin_s, options=__import__(
+    "torch.distributed.checkpoint.state_dict", fromlist=["StateDictOptions"]).StateDictOptions(
+    full_state_dict=True, cpu_offload=True))
+OUT["full_sd_rank_shapes"] = every_rank({k: list(v.shape) for k, v in full_sd.items()})
+dist.barrier()
+
 # --- 3f. tied weights: two FSDP groups may not share a parameter (torch 2.13 check) ------------
 class Tied(torch.nn.Module):
     def __init__(self):
@@ -301,6 +312,19 @@ err = try_load({"w": torch.zeros(5)})
 OUT["dcp_shape_mismatch_error"] = bool(err) and "Size mismatch" in err
 OUT["dcp_shape_mismatch_text"] = (err or "")[(err or "").find("Size mismatch"):][:160]
 
+# a plain tensor whose values differ per rank is treated as replicated: one copy is written
+ck3 = os.path.join(WORK, "per_rank_ckpt")
+dcp.save({"t": torch.full((2,), float(RANK))}, checkpoint_id=ck3)
+back = {"t": torch.full((2,), -1.0)}
+dcp.load(back, checkpoint_id=ck3)
+OUT["dcp_plain_per_rank_loaded"] = every_rank(back["t"].tolist())
+OUT["dcp_plain_per_rank_sizes"] = every_rank(os.path.getsize(os.path.join(ck3, f"__{RANK}_0.distcp")))
+ck4 = os.path.join(WORK, "per_rank_keys_ckpt")  # one key per rank (torchtitan's dataloader: dp_rank_N)
+dcp.save({f"t_rank{RANK}": torch.full((2,), float(RANK))}, checkpoint_id=ck4)
+back = {f"t_rank{RANK}": torch.full((2,), -1.0)}
+dcp.load(back, checkpoint_id=ck4)
+OUT["dcp_per_rank_keys_loaded"] = every_rank(back[f"t_rank{RANK}"].tolist())
+
 # optimizer state: a never-stepped optimizer's own state_dict() has no state to fill
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402
 
@@ -370,6 +394,10 @@ if RANK == 0:
     missing_pt = os.path.join(WORK, "never.pt")
     OUT["cli_missing_src_rc"] = cli("dcp_to_torch", os.path.join(WORK, "no_such_dir"), missing_pt)
     OUT["cli_missing_src_wrote"] = os.path.exists(missing_pt)
+
+    loaded = torch.load(os.path.join(WORK, "rank0_sd.pt"), weights_only=False)
+    OUT["rank0_torch_save"] = {k: {"type": type(v).__name__, "shape": list(v.shape),
+                                   "local": list(v.to_local().shape)} for k, v in loaded.items()}
 
     # TORCH_CPP_LOG_LEVEL set after `import torch`: c10's logging was configured at import, so the
     # INFO lines a store connection prints (b41 in tests/torch_distributed shows them when the variable

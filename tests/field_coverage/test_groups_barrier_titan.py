@@ -145,3 +145,17 @@ def test_torch_cpp_log_level_set_after_import_has_no_effect(obs):
     assert obs["late_cpp_log_level_store_ok"] is True
     info_lines = [ln for ln in obs["_output"].splitlines() if re.match(r"\[I\d{4} .*\[c10d\]", ln)]
     assert info_lines == []
+
+
+def test_torch_save_of_an_fsdp2_state_dict_on_rank0_holds_one_shard(obs):
+    saved = obs["rank0_torch_save"]
+    assert saved["weight"] == {"type": "DTensor", "shape": [6, 4], "local": [3, 4]}
+    assert saved["bias"] == {"type": "DTensor", "shape": [6], "local": [3]}
+    # the collective full state dict: full tensors on rank 0 only (cpu_offload=True)
+    assert obs["full_sd_rank_shapes"] == [{"bias": [6], "weight": [6, 4]}, {}]
+
+
+def test_dcp_keeps_one_copy_of_a_plain_tensor_and_per_rank_keys_keep_each(obs):
+    assert obs["dcp_plain_per_rank_loaded"] == [[0.0, 0.0], [0.0, 0.0]]  # rank 1 got rank 0's values
+    assert obs["dcp_plain_per_rank_sizes"][1] == 0  # rank 1's file holds nothing
+    assert obs["dcp_per_rank_keys_loaded"] == [[0.0, 0.0], [1.0, 1.0]]
