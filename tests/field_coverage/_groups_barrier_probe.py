@@ -324,6 +324,14 @@ dcp.save({f"t_rank{RANK}": torch.full((2,), float(RANK))}, checkpoint_id=ck4)
 back = {f"t_rank{RANK}": torch.full((2,), -1.0)}
 dcp.load(back, checkpoint_id=ck4)
 OUT["dcp_per_rank_keys_loaded"] = every_rank(back[f"t_rank{RANK}"].tolist())
+from torch.distributed.tensor import DTensor, Shard  # noqa: E402
+
+ck5 = os.path.join(WORK, "per_rank_dtensor_ckpt")  # or one DTensor, Shard(0) over the ranks
+row_mesh = init_device_mesh("cpu", (2,))
+dcp.save({"t": DTensor.from_local(torch.full((1, 2), float(RANK)), row_mesh, [Shard(0)])}, checkpoint_id=ck5)
+back = {"t": DTensor.from_local(torch.full((1, 2), -1.0), row_mesh, [Shard(0)])}
+dcp.load(back, checkpoint_id=ck5)
+OUT["dcp_per_rank_dtensor_loaded"] = every_rank(back["t"].to_local().tolist())
 
 # optimizer state: a never-stepped optimizer's own state_dict() has no state to fill
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict  # noqa: E402

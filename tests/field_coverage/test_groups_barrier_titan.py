@@ -159,3 +159,4 @@ def test_dcp_keeps_one_copy_of_a_plain_tensor_and_per_rank_keys_keep_each(obs):
     assert obs["dcp_plain_per_rank_loaded"] == [[0.0, 0.0], [0.0, 0.0]]  # rank 1 got rank 0's values
     assert obs["dcp_plain_per_rank_sizes"][1] == 0  # rank 1's file holds nothing
     assert obs["dcp_per_rank_keys_loaded"] == [[0.0, 0.0], [1.0, 1.0]]
+    assert obs["dcp_per_rank_dtensor_loaded"] == [[[0.0, 0.0]], [[1.0, 1.0]]]
