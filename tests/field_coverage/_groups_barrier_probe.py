@@ -94,7 +94,8 @@ dist.all_reduce(torch.ones(1))  # an earlier collective with a tensor
 OUT["barrier_gloo_cpu"] = every_rank(barrier_case())
 
 _real_accel = torch._C._get_accelerator
-torch._C._get_accelerator = lambda *a, **k: torch.device("cuda", 3)  # "current device" = cuda:3
+# what a CUDA build returns: the device type with no index (c10::Device(type, -1) in torch/csrc/Module.cpp)
+torch._C._get_accelerator = lambda *a, **k: torch.device("cuda")
 _real_coll = c10d._get_object_coll_device
 c10d._get_object_coll_device = lambda group=None: "cuda"  # as for an NCCL-only group
 local = {}
