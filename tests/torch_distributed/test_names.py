@@ -34,6 +34,7 @@ from torch.distributed.algorithms.join import Join
 from torch.distributed.checkpoint import format_utils, state_dict as dsd
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP1  # noqa: E402
 from torch.distributed.run import get_args_parser
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
@@ -41,7 +42,10 @@ from torch.utils.data.distributed import DistributedSampler
 
 REPO = Path(__file__).resolve().parents[2]
 SKILL = REPO / "sub-skills" / "torch-distributed"
-DOCS = sorted([SKILL / "SKILL.md", *sorted((SKILL / "references").glob("*.md"))])
+# torchtitan-recipes.md names torchtitan's own options, files and flags (torchtitan is not installed); its torch
+# facts are run in tests/field_coverage/test_groups_barrier_titan.py and its torch call forms checked below.
+TITAN = SKILL / "references" / "torchtitan-recipes.md"
+DOCS = sorted([SKILL / "SKILL.md", *sorted(p for p in (SKILL / "references").glob("*.md") if p != TITAN)])
 TORCH = Path(torch.__file__).parent
 DIST_PY = TORCH / "distributed"
 
@@ -89,6 +93,12 @@ CALLABLES = {
     "set_debug_level_from_env": dist.set_debug_level_from_env,
     "run": importlib.import_module("torch.distributed.run").run,
     "config_from_args": importlib.import_module("torch.distributed.run").config_from_args,
+    "all_gather": dist.all_gather, "FSDP.state_dict_type": FSDP1.state_dict_type,
+    "set_gradient_divide_factor": FSDPModule.set_gradient_divide_factor,
+    "wait_for_everyone": importlib.import_module("accelerate").Accelerator.wait_for_everyone,
+    "named_parameters": torch.nn.Module.named_parameters, "to_empty": torch.nn.Module.to_empty,
+    "HuggingFaceStorageWriter": dcp.HuggingFaceStorageWriter.__init__,
+    "HuggingFaceStorageReader": dcp.HuggingFaceStorageReader.__init__,
     "accelerator.prepare": importlib.import_module("accelerate").Accelerator.prepare, "model": None, "model.module": None, "model.module.state_dict": None,
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
 }
@@ -97,8 +107,22 @@ import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
 import torch.nn.parallel.distributed as ddp_mod  # noqa: E402
 from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent  # noqa: E402
 
+from torch.distributed.algorithms._checkpoint import checkpoint_wrapper as cw_mod  # noqa: E402
+from torch.distributed.fsdp._fully_shard import _fsdp_state  # noqa: E402
+
 NAMESPACES = [torch.nn, c10d_mod, ddp_mod, LocalElasticAgent, dist, dist.Backend, dist.GroupMember, DDP, DistributedSampler, FSDPModule, dcp, dsd, format_utils,
-              default_hooks, torch.nn.SyncBatchNorm, torch.serialization, tmp, dist.constants, tuc]
+              default_hooks, torch.nn.SyncBatchNorm, torch.serialization, tmp, dist.constants, tuc, torch.nn.utils,
+              cw_mod, _fsdp_state.FSDPState, dist.ProcessGroup,
+              importlib.import_module("torch.distributed.device_mesh").DeviceMesh,
+              importlib.import_module("torch.distributed.fsdp").ShardingStrategy]
+# FSDP1 constructor arguments (the FSDP1 -> FSDP2 table), dcp.load's planner, torchtitan and Accelerate names that the
+# torch references mention once (each is cited in that reference's Provenance)
+OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
+    inspect.signature(dcp.DefaultLoadPlanner.__init__).parameters) | {
+    "FullyShardedDataParallel", "_HYBRID_SHARD_ZERO2", "ProcessGroupNCCL", "_checkpoint_wrapped_module",
+    "_clip_grad_norm_with_ep", "fsdp2_prepare_model", "enable_weight_tying", "limit_all_gathers",
+    "backward_prefetch", "forward_prefetch", "ignored_modules", "ignored_states", "param_init_fn",
+    "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException"}
 # Words in code spans that are values, files or objects of the examples, not API names.
 VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
@@ -107,7 +131,8 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
           "shuffle", "module.", "Work", "GradBucket", "DTensor", "ValueError", "RuntimeError", "FutureWarning",
           "UnpicklingError", "ChildFailedError", "SIGKILL", "FSDPModule", "BatchNorm*d", "Shard(dim=0)",
           "DeviceMesh", "to_local", "TCP", "emptyDir", "medium", "ip", "HCCL", "torch_npu", "l1", "weight",
-          "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank"}
+          "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
+          "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch"}
 # Single-word environment variables (ENV_RE needs an underscore).
 ENV_SINGLE = {"LOGLEVEL", "RANK"}
 # Words of torchrun's failure summary, checked in the elastic error formatter's source.
@@ -194,7 +219,7 @@ def known_identifiers() -> set[str]:
         names |= set(dir(ns))
     for action in get_args_parser()._actions:
         names.add(action.dest)
-    return names
+    return names | OTHER_API
 
 
 ENV_RE = re.compile(r"^([A-Z][A-Z0-9]*(?:_[A-Z0-9<>]+)+)(?:=\S*)?$")
@@ -202,8 +227,8 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 11  # 9 + schedulers-slurm-kubernetes.md + dtensor.md
-    for p in DOCS:
+    assert len(DOCS) == 11 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md (+ torchtitan)
+    for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
 
@@ -509,3 +534,23 @@ def test_debug_level_defaults_to_off_and_is_read_at_import():
                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
                          env={**env, "TORCH_DISTRIBUTED_DEBUG": "INFO"}).stdout.split()
     assert out == ["DebugLevel.INFO"]
+
+
+def test_torchtitan_reference_torch_calls_resolve():
+    """torchtitan-recipes.md: its torch names resolve in the installed torch (torchtitan's own are cited)."""
+    bad = []
+    for s in spans(TITAN):
+        for tok in s.split():
+            m = re.match(r"^(torch(?:\.\w+)+)", tok.strip("(),;"))
+            if m:
+                try:
+                    resolve(m.group(1))
+                except (ImportError, AttributeError) as e:
+                    bad.append(f"{m.group(1)}: {e}")
+    text = TITAN.read_text()
+    for name in ("ColwiseParallel", "RowwiseParallel", "SequenceParallel", "parallelize_module"):
+        assert name in text and hasattr(importlib.import_module("torch.distributed.tensor.parallel"), name), name
+    for name in ("HuggingFaceStorageWriter", "HuggingFaceStorageReader"):
+        assert name in text and hasattr(dcp, name), name
+    assert "torch_to_dcp" in text and "torch_to_dcp" in (DIST_PY / "checkpoint" / "format_utils.py").read_text()
+    assert not bad, bad
