@@ -91,3 +91,31 @@ def test_reference_states_what_the_runs_show():
     for phrase in ["sorted by their node descriptor", "`socket.getfqdn()`", "**new free port**",
                    "dropped silently", "`TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`"]:
         assert phrase in text, phrase
+
+
+def test_which_node_hosts_the_rendezvous_store():
+    """The c10d backend hosts the store on the node whose own name or address matches the endpoint
+    host; `--rdzv-conf is_host=...` overrides that guess. With nobody hosting, clients give up
+    after read_timeout with RendezvousConnectionError."""
+    import socket
+
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import _create_tcp_store
+    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
+
+    assert _matches_machine_hostname(socket.gethostname()) and _matches_machine_hostname("127.0.0.1")
+    assert not _matches_machine_hostname("192.0.2.1")          # TEST-NET-1: never this machine's address
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def params(is_host):
+        return RendezvousParameters(backend="c10d", endpoint=f"127.0.0.1:{port}", run_id="h", min_nodes=1,
+                                    max_nodes=1, is_host=is_host, read_timeout="1")
+    t0 = time.monotonic()
+    with pytest.raises(RendezvousConnectionError, match="The connection to the C10d store has failed"):
+        _create_tcp_store(params("false"))                      # a loopback endpoint, but told not to host
+    assert time.monotonic() - t0 < 30
+    store = _create_tcp_store(params("true"))
+    store.set("k", "v")
+    assert store.get("k") == b"v"
