@@ -52,6 +52,17 @@ def section_groups(rank, world, r, tmp):
     r["world_timeout_s"] = pg_timeout(dist.group.WORLD)
     r["new_group_default_timeout_s"] = pg_timeout(dist.new_group())
     r["new_group_given_timeout_s"] = pg_timeout(dist.new_group(timeout=datetime.timedelta(seconds=5)))
+    # groups other code creates: DeviceMesh dims and new_subgroups (what FSDP1 HYBRID_SHARD calls)
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("dp", "tp"))
+    r["mesh_world_dim_timeout_s"] = pg_timeout(mesh.get_group("dp"))         # spans the world: the default group
+    r["mesh_world_dim_is_world"] = mesh.get_group("dp") is dist.group.WORLD
+    r["mesh_sub_dim_timeout_s"] = pg_timeout(mesh.get_group("tp"))           # a real subgroup
+    opts = dist.ProcessGroupGloo._Options()
+    opts._timeout = datetime.timedelta(seconds=7)
+    mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("a", "b"), backend_override={"b": ("gloo", opts)})
+    r["mesh_override_timeout_s"] = pg_timeout(mesh.get_group("b"))
+    r["new_subgroups_timeout_s"] = pg_timeout(dist.new_subgroups(1)[0])
     r["sorted_rank"] = dist.get_rank(dist.new_group([1, 0]))
     r["unsorted_rank"] = dist.get_rank(dist.new_group([1, 0], sort_ranks=False))
     # barrier with one rank missing: an error without rank names

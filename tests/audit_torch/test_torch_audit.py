@@ -41,6 +41,14 @@ def test_new_group_timeout_none_is_the_backend_default_not_the_world_timeout(aud
         assert r["new_group_given_timeout_s"] == 5.0
 
 
+def test_groups_other_code_creates_get_the_backend_default_timeout(audit_job):
+    for r in ranks(audit_job):
+        assert r["mesh_world_dim_is_world"] and r["mesh_world_dim_timeout_s"] == 60.0   # reuses the default group
+        assert r["mesh_sub_dim_timeout_s"] == 1800.0                                     # a subgroup: backend default
+        assert r["mesh_override_timeout_s"] == 7.0                                       # backend_override options
+        assert r["new_subgroups_timeout_s"] == 1800.0
+
+
 def test_new_group_renumbers_members_in_sorted_order(audit_job):
     j = ranks(audit_job)
     assert [x["sorted_rank"] for x in j] == [0, 1]                # new_group([1, 0]) sorted

@@ -116,6 +116,8 @@ def test_multinode_deepspeed_command_lines(facts):
     ssh_row = " | ".join(row(DSF, "`DEEPSPEED`, `num_machines` > 1"))
     assert "`--launcher NAME`" in ssh_row and "nossh" not in ssh_row
     assert "run once on the main node" in ssh_row
+    for cmd in (pdsh, nossh):   # main_process_ip / main_process_port reach the deepspeed runner (accelerate 1.15.0)
+        assert cmd[cmd.index("--master_addr") + 1] == "10.0.0.1" and cmd[cmd.index("--master_port") + 1] == "29555"
 
 
 def test_busy_port_behaviour(facts):

@@ -21,7 +21,7 @@ REPO = HERE.parent.parent
 SKILL = REPO / "sub-skills" / "distributed-and-backends"
 CHECKER = SKILL / "scripts" / "check_backend_availability.py"
 DOC_NAMES = ("SKILL.md", "references/distributed-backends.md", "references/docker-and-system-setup.md",
-             "references/troubleshooting.md")
+             "references/launching.md", "references/troubleshooting.md")
 
 
 def _env():

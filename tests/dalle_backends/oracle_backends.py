@@ -102,6 +102,7 @@ def parse(argv):
 PARSE_CASES = [[], ["--deepspeed"], ["--deepspeed", "1"], ["--deepspeed", "yes"], ["--distr_backend", "horovod"],
                ["--local_rank", "3"]]
 OUT["parse"] = {" ".join(a) or "(none)": parse(a) for a in PARSE_CASES}
+OUT["parse_local_rank_hyphen"] = parse(["--local-rank=0"])   # what torch.distributed.launch appends in torch 2.x
 
 
 # --------------------------------------------------------------------------- set_backend_from_args
@@ -123,6 +124,24 @@ SELECT_CASES = [[], ["--deepspeed"], ["--distributed_backend", "deepspeed"], ["-
                 ["--distr_backend", "horovod", "--deepspeed"], ["--deepspeed", "1"],
                 ["--deepspeed", "1", "--distr_backend", "horovod"]]
 OUT["select"] = {" ".join(a) or "(none)": select(a) for a in SELECT_CASES}
+
+
+# a user-written torch.distributed backend: a subclass appended to BACKENDS before the parser is
+# built is selected by its name (what references/launching.md tells users to do)
+class _TorchDDPBackend(DistributedBackend):
+    BACKEND_MODULE_NAME = "torch.distributed"
+    BACKEND_NAME = "TorchDDP"
+
+    def wrap_arg_parser(self, parser):
+        return parser
+
+
+du.BACKENDS.append(_TorchDDPBackend())
+try:
+    OUT["custom_backend"] = {"torchddp": select(["--distributed_backend", "torchddp"]),
+                             "unregistered_method": capture(lambda: _TorchDDPBackend()._initialize())[0]}
+finally:
+    du.BACKENDS.pop()
 
 # using_backend / require_set_backend
 du.backend = None

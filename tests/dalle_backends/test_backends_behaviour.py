@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 
@@ -280,6 +281,25 @@ def test_plain_python_start_needs_launcher(oracle_ds, docs):
         assert r["error"] == {"type": "ModuleNotFoundError", "module": "builtins", "message": "No module named 'mpi4py'"}
     assert "`No module named 'mpi4py'`" in docs["references/distributed-backends.md"]
     assert "`ModuleNotFoundError: No module named 'mpi4py'`" in docs["references/troubleshooting.md"]
+
+
+def test_custom_backend_registration(oracle_ds):
+    """references/launching.md: a DistributedBackend subclass appended to BACKENDS is selected by name."""
+    got = oracle_ds["custom_backend"]
+    assert got["torchddp"]["ok"] == "TorchDDP" and got["torchddp"]["is_distributed"] is True
+    assert got["torchddp"]["printed"] == "Using TorchDDP for distributed execution"
+    assert got["unregistered_method"]["error"]["type"] == "NotImplementedError"
+    text = (Path(__file__).resolve().parents[2] / "sub-skills" / "distributed-and-backends" / "references"
+            / "launching.md").read_text()
+    assert '"Using TorchDDP for distributed execution"' in text
+
+
+def test_torch_distributed_launch_hyphen_local_rank_is_rejected(oracle_ds):
+    got = oracle_ds["parse_local_rank_hyphen"]
+    assert got["exit"] == 2 and got["stderr"].endswith("error: unrecognized arguments: --local-rank=0")
+    run_py = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "distributed" / "run.py"
+    src = run_py.read_text()                  # the flag torch.distributed.launch appends (read, not imported)
+    assert 'cmd_args.append(f"--local-rank={macros.local_rank}")' in src
 
 
 def test_launcher_passes_local_rank(docs):

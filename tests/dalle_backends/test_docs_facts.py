@@ -63,7 +63,7 @@ def test_license_file():
 
 def test_every_reference_linked_and_versions_stated(docs):
     refs = sorted(p.name for p in (SKILL / "references").iterdir())
-    assert refs == ["distributed-backends.md", "docker-and-system-setup.md", "troubleshooting.md"]
+    assert refs == ["distributed-backends.md", "docker-and-system-setup.md", "launching.md", "troubleshooting.md"]
     for r in refs:
         assert f"[references/{r}](references/{r})" in docs["SKILL.md"], r
         assert docs[f"references/{r}"].split("\n", 3)[2].startswith("Verified against:"), r
@@ -111,6 +111,11 @@ def test_every_flag_named_exists(all_docs_text, repo_facts, oracle_ds, oracle_no
 
     runner = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0]) / "launcher" / "runner.py"
     known.update(re.findall(r'add_argument\(\s*"(--[a-z][\w-]*)"', runner.read_text()))
+    # every quoted flag literal of the installed launchers references/launching.md compares: the deepspeed
+    # runner (short-and-long option pairs), torchrun and torch.distributed.launch (read, not imported)
+    torch_dist = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "distributed"
+    for src in (runner, torch_dist / "run.py", torch_dist / "launch.py"):
+        known.update(re.findall(r"[\"'](--[a-z][\w-]*)", src.read_text()))
     assert "--num_gpus" in known
     for key in ("deepspeed_install_sh", "apex_config_settings_example", "pip"):
         known.update(re.findall(r"--[a-z][\w-]*", json.dumps(upstream_facts[key])))

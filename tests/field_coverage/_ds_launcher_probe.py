@@ -24,6 +24,9 @@ class Devices:
     def visible_devices_envs(self):
         return ["CUDA_VISIBLE_DEVICES"]
 
+    def export_envs(self):
+        return ["NCCL"]  # what the CUDA accelerator forwards to the other nodes
+
 
 def run(argv, cvd=None, n=4):
     seen = {}
@@ -56,6 +59,41 @@ def run(argv, cvd=None, n=4):
         runner.subprocess.Popen = real_popen
 
 
+def run_cmd(argv, n=2):
+    """The whole command the runner would start (multi-node path: pdsh/slurm found on PATH, and
+    `ssh HOST hostname -I` answered with two addresses), or the error it raised."""
+    seen = {}
+
+    class Recorder:
+        def __init__(self, cmd, env=None):
+            seen["cmd"] = cmd
+            self.returncode = 0
+
+        def wait(self):
+            return 0
+
+    def fake_check_output(cmd, *a, **k):
+        seen["ssh"] = cmd
+        return b"10.0.0.7 172.17.0.1\n"
+
+    runner.get_accelerator = lambda: Devices(n)
+    for cls in (runner.PDSHRunner, runner.SlurmRunner):
+        cls.backend_exists = lambda self: True
+    saved = runner.subprocess.Popen, runner.subprocess.check_output
+    runner.subprocess.Popen, runner.subprocess.check_output = Recorder, fake_check_output
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    try:
+        try:
+            runner.main(argv + ["train.py", "--x", "1"])
+        except SystemExit:
+            pass
+        return {"cmd": [str(a) for a in seen.get("cmd", [])], "ssh": seen.get("ssh")}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        runner.subprocess.Popen, runner.subprocess.check_output = saved
+
+
 hostfile = os.path.join(SCRATCH, "hostfile")
 with open(hostfile, "w") as f:
     f.write("localhost slots=4\n")
@@ -69,5 +107,22 @@ cases = {
     "include_beyond_count": run(["--include", "localhost:0,2"], None, 2),
     "hostfile_cvd_1_3": run(["--hostfile", hostfile, "--no_ssh_check", "--master_addr", "127.0.0.1"], "1,3"),
     "missing_hostfile": run(["--hostfile", os.path.join(SCRATCH, "absent")], None, 2),
+}
+# several nodes: a hostfile written the way a SLURM job script builds it from its node list
+two = os.path.join(SCRATCH, "hostfile2")
+with open(two, "w") as f:
+    f.write("# scontrol show hostnames | sed 's/$/ slots=2/'\nnode-a slots=2\nnode-b slots=2\n")
+bad = os.path.join(SCRATCH, "hostfile_bad")
+with open(bad, "w") as f:
+    f.write("node-a:2\n")
+absent = os.path.join(SCRATCH, "absent")
+cases["nodes"] = {
+    "pdsh": run_cmd(["--hostfile", two, "--no_ssh_check", "--master_addr", "node-a", "--master_port", "29600"]),
+    "pdsh_no_master_addr": run_cmd(["--hostfile", two, "--no_ssh_check"]),
+    "nossh_node1": run_cmd(["--hostfile", two, "--no_ssh", "--node_rank", "1", "--master_addr", "node-a"]),
+    "slurm": run_cmd(["--hostfile", two, "--launcher", "slurm", "--no_ssh_check", "--master_addr", "node-a"]),
+    "no_hostfile_master_addr": run_cmd(["--hostfile", absent, "--master_addr", "10.1.1.1"]),
+    "no_hostfile_two_nodes": run_cmd(["--hostfile", absent, "--num_nodes", "2"]),
+    "bad_hostfile": run_cmd(["--hostfile", bad]),
 }
 print("RESULT " + json.dumps(cases))

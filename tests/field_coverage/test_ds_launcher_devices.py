@@ -1,4 +1,5 @@
-"""Behaviour claims of sub-skills/distributed-training-backends/references/deepspeed-launcher-devices.md:
+"""Behaviour claims of sub-skills/distributed-training-backends/references/deepspeed-launcher-devices.md
+and deepspeed-launcher-nodes.md (the `nodes` cases: the commands the runner starts for several hosts):
 the `deepspeed` runner's device selection (runner.main with a stand-in device count and a recorded
 Popen) and what deepspeed.launcher.launch gives each worker (a real launch with DS_ACCELERATOR=cpu,
 whose accelerator sets CUDA_VISIBLE_DEVICES the same way as the CUDA one)."""
@@ -17,6 +18,7 @@ from _torchrun import free_port, result  # noqa: E402
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-launcher-devices.md"
+NODES_DOC = DOC.with_name("deepspeed-launcher-nodes.md")
 
 
 @pytest.fixture(scope="module")
@@ -87,4 +89,56 @@ def test_reference_states_what_the_runs_show():
     text = DOC.read_text()
     for phrase in ["Cannot specify num_nodes/gpus with include/exclude", "No slot '2' specified on host 'localhost'",
                    "silently ignored", "`LOCAL_RANK`", "`--include localhost:1,3`", "`/job/hostfile`"]:
+        assert phrase in text, phrase
+
+
+def _world_info(cmd):
+    info = [a.split("=", 1)[1] for a in cmd if a.startswith("--world_info=")]
+    return json.loads(base64.urlsafe_b64decode(info[0]))
+
+
+def test_pdsh_runs_one_launch_per_host_with_the_given_master(cases):
+    cmd = cases["nodes"]["pdsh"]["cmd"]
+    assert cmd[:6] == ["pdsh", "-S", "-f", "1024", "-w", "node-a,node-b"]
+    assert "deepspeed.launcher.launch" in cmd and "--node_rank=%n" in cmd
+    assert "--master_addr=node-a" in cmd and "--master_port=29600" in cmd
+    assert _world_info(cmd) == {"node-a": [0, 1], "node-b": [0, 1]}       # hostfile order, comment skipped
+    assert any(a.startswith("cd ") for a in cmd)                           # runs in the launch directory
+
+
+def test_master_addr_defaults_to_first_hosts_first_hostname_i_address(cases):
+    res = cases["nodes"]["pdsh_no_master_addr"]
+    assert res["ssh"] == ["ssh", "node-a", "hostname", "-I"]
+    assert "--master_addr=10.0.0.7" in res["cmd"] and "--master_port=29500" in res["cmd"]
+
+
+def test_no_ssh_starts_the_local_launch_with_the_given_node_rank(cases):
+    cmd = cases["nodes"]["nossh_node1"]["cmd"]
+    assert "pdsh" not in cmd and "deepspeed.launcher.launch" in cmd
+    assert "--node_rank=1" in cmd and "--master_addr=node-a" in cmd
+    assert _world_info(cmd) == {"node-a": [0, 1], "node-b": [0, 1]}
+
+
+def test_slurm_launcher_runs_the_script_directly_under_srun(cases):
+    cmd = cases["nodes"]["slurm"]["cmd"]
+    assert cmd[:3] == ["srun", "-n", "4"] and cmd[3].startswith("--export=ALL")
+    assert "deepspeed.launcher.launch" not in " ".join(cmd) and "train.py" in cmd
+
+
+def test_no_hostfile_forces_localhost_master(cases):
+    assert "--master_addr=127.0.0.1" in cases["nodes"]["no_hostfile_master_addr"]["cmd"]   # 10.1.1.1 was given
+
+
+def test_hostfile_errors(cases):
+    assert cases["nodes"]["no_hostfile_two_nodes"]["error"] == (
+        "ValueError: Num nodes is >1 but no extra nodes available via hostfile")
+    assert cases["nodes"]["bad_hostfile"]["error"] == (
+        "ValueError: Hostfile contains a bad entry: node-a:2, unable to proceed with launching")
+
+
+def test_nodes_reference_states_what_the_runs_show():
+    text = NODES_DOC.read_text()
+    for phrase in ["**hostfile order**", "replaced by `127.0.0.1`", "`ssh FIRST_HOST hostname -I`",
+                   "Num nodes is >1 but no extra nodes available via hostfile", "Hostfile contains a bad entry",
+                   "--node_rank=%n", "`srun -n <total devices>", "sed 's/$/ slots=8/'"]:
         assert phrase in text, phrase

@@ -44,3 +44,25 @@ def test_reference_states_what_the_run_shows():
     for phrase in ["0, 0, 5e-06, 7.92e-06, 1e-05", "0, 0, 2.5e-06, 5e-06, 7.5e-06, 1e-05", "`warmup_max_lr`",
                    "first two optimizer steps", "docstring"]:
         assert phrase in text, phrase
+
+
+# ---- sub-skills/distributed-and-backends/references/launching.md (DALLE-pytorch's DeepSpeedBackend)
+LAUNCHING = HERE.parents[1] / "sub-skills" / "distributed-and-backends" / "references" / "launching.md"
+
+
+def test_dalle_deepspeed_backend_initialises_from_torchrun_variables(lrs):
+    assert lrs["dalle_backend"] == {"world": 1, "rank": 0, "local_rank": 0}
+
+
+def test_client_scheduler_is_stepped_by_the_engine_per_optimizer_step(lrs):
+    s = lrs["client_scheduler"]
+    assert s["three_steps"] == {"same_object": True, "scheduler_steps": 3}
+    assert s["four_micro_steps_ga2"]["scheduler_steps"] == 2          # per optimizer step, not per micro-batch
+    assert s["three_steps_plus_manual"]["scheduler_steps"] == 6       # the script stepping too: twice per step
+
+
+def test_launching_reference_states_what_the_run_shows():
+    text = LAUNCHING.read_text()
+    for phrase in ["| 3 `engine.step()` calls | 3 |", "| 4 micro-batches with `gradient_accumulation_steps` 2 | 2 |",
+                   "6: **stepped twice** per step", "also works: torchrun sets the five variables"]:
+        assert phrase in text, phrase

@@ -99,6 +99,12 @@ CALLABLES = {
     "named_parameters": torch.nn.Module.named_parameters, "to_empty": torch.nn.Module.to_empty,
     "HuggingFaceStorageWriter": dcp.HuggingFaceStorageWriter.__init__,
     "HuggingFaceStorageReader": dcp.HuggingFaceStorageReader.__init__,
+    # process-groups.md "Groups a library creates" and launch-torchrun.md "Which node becomes rank 0"
+    "new_subgroups": dist.new_subgroups, "get_group": importlib.import_module("torch.distributed.device_mesh").DeviceMesh.get_group,
+    "_get_default_timeout": importlib.import_module("torch.distributed.distributed_c10d")._get_default_timeout,
+    "InitProcessGroupKwargs": importlib.import_module("accelerate.utils").InitProcessGroupKwargs,
+    "socket.getfqdn": importlib.import_module("socket").getfqdn,
+    "socket.gethostname": importlib.import_module("socket").gethostname, "sorted": sorted,
     "accelerator.prepare": importlib.import_module("accelerate").Accelerator.prepare, "model": None, "model.module": None, "model.module.state_dict": None,
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
 }
@@ -123,6 +129,14 @@ OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
     "_clip_grad_norm_with_ep", "fsdp2_prepare_model", "enable_weight_tying", "limit_all_gathers",
     "backward_prefetch", "forward_prefetch", "ignored_modules", "ignored_states", "param_init_fn",
     "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException"}
+# the modules whose private functions launch-torchrun.md and process-groups.md cite as provenance
+NAMESPACES += [importlib.import_module(m) for m in (
+    "torch.distributed.fsdp._init_utils", "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
+    "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend", "torch.distributed.elastic.rendezvous.utils",
+    "torch.distributed.launcher.api")]
+NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
+               importlib.import_module("torch.distributed.device_mesh").DeviceMesh,
+               importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")._DistributedRendezvousOpExecutor]
 # Words in code spans that are values, files or objects of the examples, not API names.
 VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
@@ -132,7 +146,11 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
           "UnpicklingError", "ChildFailedError", "SIGKILL", "FSDPModule", "BatchNorm*d", "Shard(dim=0)",
           "DeviceMesh", "to_local", "TCP", "emptyDir", "medium", "ip", "HCCL", "torch_npu", "l1", "weight",
           "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
-          "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch"}
+          "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch",
+          "GPU36DC", "GPU3B62", "HOST", "PORT"}
+# keys of other layers named next to torch's: --rdzv-conf keys (read by c10d_rendezvous_backend) and Accelerate's
+# parallelism_config (it only passes its mesh through to torch)
+RDZV_CONF_KEYS = {"read_timeout", "is_host"}
 # Single-word environment variables (ENV_RE needs an underscore).
 ENV_SINGLE = {"LOGLEVEL", "RANK"}
 # Words of torchrun's failure summary, checked in the elastic error formatter's source.
@@ -356,6 +374,13 @@ def test_bare_identifiers_are_known_api_names():
             assert s in (DIST_PY / "elastic" / "multiprocessing" / "errors" / "__init__.py").read_text(), s
             continue
         if _scheduler_name(s):
+            continue
+        if s in RDZV_CONF_KEYS:
+            assert f'"{s}"' in (DIST_PY / "elastic" / "rendezvous" / "c10d_rendezvous_backend.py").read_text(), s
+            continue
+        if s == "parallelism_config":
+            import accelerate
+            assert "parallelism_config" in inspect.signature(accelerate.Accelerator.__init__).parameters
             continue
         if s == "gather_for_metrics":
             import accelerate
