@@ -121,6 +121,41 @@ guarded("pc_multi_cpu", pc_multi_cpu)
 reset()
 
 
+def shuffle_and_scheduler():
+    """A shuffled DataLoader under prepare with a different global seed per rank, read for two
+    epochs without set_epoch; then the scheduler options step_scheduler_with_optimizer=False and
+    the OneCycleLR total_steps cap."""
+    reset()
+    out = {}
+    torch.manual_seed(100 + res["rank"])  # each rank's global RNG differs before prepare
+    acc = Accelerator(cpu=True)
+    dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, shuffle=True))
+    out["epochs"] = [[int(x) for b in dl for x in b] for _ in range(2)]
+    out["rng_types"] = dl.rng_types
+    reset()
+    acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
+    opt = torch.optim.SGD(model().parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    opt, sched = acc.prepare(opt, sched)
+    opt.step()
+    sched.step()
+    out["no_link_last_epoch"] = sched.scheduler.last_epoch
+    reset()
+    acc = Accelerator(cpu=True)
+    opt = torch.optim.SGD(model().parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=4)
+    opt, sched = acc.prepare(opt, sched)
+    for _ in range(4):  # 4 calls would be 8 inner steps on 2 ranks
+        opt.step()
+        sched.step()
+    out["onecycle_last_epoch"] = sched.scheduler.last_epoch
+    return out
+
+
+guarded("shuffle_sched", shuffle_and_scheduler)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

@@ -457,3 +457,18 @@ def test_tensor_parallel_config_needs_transformers(single):
     assert old.startswith("ValueError: TP requires transformers >= 4.52")
     assert "constructing the class at all needs transformers >= 4.52" in text(
         SUB / "distributed-training-backends" / "references" / "api-reference.md")
+
+
+def test_prepared_shuffle_and_scheduler_options(launched):
+    """A shuffled loader under prepare: every epoch split disjointly over 2 ranks even with a
+    different global seed per rank (rank 0's generator is broadcast), and a new order next epoch
+    without set_epoch. step_scheduler_with_optimizer=False steps once per call; OneCycleLR is
+    capped at total_steps instead of stepping num_processes times past it."""
+    r0, r1 = (r["shuffle_sched"] for r in launched["ranks"])
+    for e in (0, 1):
+        a, b = r0["epochs"][e], r1["epochs"][e]
+        assert sorted(a + b) == list(range(16)) and not set(a) & set(b)
+    assert r0["epochs"][0] != r0["epochs"][1]
+    assert r0["rng_types"] == ["generator"]
+    assert r0["no_link_last_epoch"] == r1["no_link_last_epoch"] == 1
+    assert r0["onecycle_last_epoch"] == 4
