@@ -243,6 +243,16 @@ def _():
     acc.save_model(tied, str(WORK / "tied"))
     from safetensors.torch import load_file
     r["tied_keys"] = sorted(load_file(str(WORK / "tied" / "model.safetensors")))
+    # save_state drops the alias the same way; load_state restores through safetensors' load_model
+    acc.save_state(str(WORK / "tied_state"))
+    saved = tied.a.weight.detach().clone()
+    with torch.no_grad():
+        tied.a.weight.zero_()
+    acc.load_state(str(WORK / "tied_state"))
+    r["tied_state_keys"] = sorted(load_file(str(WORK / "tied_state" / "model_1.safetensors")))
+    r["tied_load_state_ok"] = bool(torch.equal(tied.b.weight, saved)) and tied.a.weight is tied.b.weight
+    r["tied_strict_plain_load"] = raises(
+        lambda: Tied().load_state_dict(load_file(str(WORK / "tied_state" / "model_1.safetensors"))))
     with torch.device("meta"):
         meta = nn.Linear(2, 2)
     r["meta"] = raises(lambda: acc.save_model(meta, str(WORK / "meta")))

@@ -269,6 +269,9 @@ def test_save_formats(single):
                                       "pytorch_model.bin.index.json"]
     assert s["bin_files"] == ["pytorch_model.bin"]
     assert s["tied_keys"] == ["a.weight"]  # tied weights de-duplicated
+    assert s["tied_state_keys"] == ["a.weight"]  # save_state keeps the first name only
+    assert s["tied_load_state_ok"] is True  # load_state refills both names, tie kept
+    assert s["tied_strict_plain_load"].startswith("RuntimeError") and "b.weight" in s["tied_strict_plain_load"]
     assert s["meta"].startswith("RuntimeError")
     t = text(CKPT)
     assert "`model-00001-of-0000N.safetensors` shards plus `model.safetensors.index.json`" in t
