@@ -156,6 +156,40 @@ guarded("shuffle_sched", shuffle_and_scheduler)
 reset()
 
 
+def trigger_and_uneven():
+    """set_trigger on rank 1 only, check_trigger on both every iteration; then even_batches=False
+    batch counts and join_uneven_inputs under MULTI_CPU (a warning, no Join)."""
+    import warnings
+    reset()
+    out = {}
+    acc = Accelerator(cpu=True)
+    stopped, after = None, None
+    for it in range(5):
+        if res["rank"] == 1 and it == 2:
+            acc.set_trigger()
+        if acc.check_trigger():
+            stopped = it
+            after = acc.check_trigger()  # reset to 0 once it returned True
+            break
+    out["stopped_at"], out["check_after_true"] = stopped, after
+    reset()
+    from accelerate import DataLoaderConfiguration
+    acc = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(even_batches=False))
+    net, opt = acc.prepare(model(), torch.optim.SGD(model().parameters(), lr=0.1))
+    dl = acc.prepare(torch.utils.data.DataLoader(list(range(5)), batch_size=2))
+    out["uneven_batches"] = [[int(x) for x in b] for b in dl]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with acc.join_uneven_inputs([net]):
+            pass
+    out["join_warning"] = [str(x.message) for x in w if "Joining uneven" in str(x.message)]
+    return out
+
+
+guarded("trigger_uneven", trigger_and_uneven)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

@@ -475,3 +475,14 @@ def test_prepared_shuffle_and_scheduler_options(launched):
     assert r0["rng_types"] == ["generator"]
     assert r0["no_link_last_epoch"] == r1["no_link_last_epoch"] == 1
     assert r0["onecycle_last_epoch"] == 4
+
+
+def test_trigger_stops_all_ranks_and_uneven_batches(launched):
+    """set_trigger on one rank stops both at the same iteration through check_trigger (which
+    resets); even_batches=False gives rank 0 two batches and rank 1 one; join_uneven_inputs only
+    warns under MULTI_CPU."""
+    r0, r1 = (r["trigger_uneven"] for r in launched["ranks"])
+    assert r0["stopped_at"] == r1["stopped_at"] == 2
+    assert r0["check_after_true"] is False and r1["check_after_true"] is False
+    assert r0["uneven_batches"] == [[0, 1], [4]] and r1["uneven_batches"] == [[2, 3]]
+    assert r0["join_warning"] and r0["join_warning"][0].startswith("Joining uneven inputs is only supported for multi-GPU")
