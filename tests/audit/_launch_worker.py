@@ -190,6 +190,34 @@ guarded("trigger_uneven", trigger_and_uneven)
 reset()
 
 
+def accelerate_logging():
+    """accelerate.logging.get_logger on 2 ranks: which rank emits, the prefix, the root level."""
+    import logging
+    from accelerate.logging import get_logger
+    reset()
+    Accelerator(cpu=True)
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    root_before = logging.getLogger().level
+    log = get_logger("w2_probe", log_level="INFO")
+    log.logger.addHandler(Keep())
+    log.logger.propagate = False
+    log.info("default")
+    log.info("everyone", main_process_only=False)
+    log.info("ordered", in_order=True)
+    out = {"seen": seen, "root_before": root_before, "root_after": logging.getLogger().level}
+    logging.getLogger().setLevel(root_before)
+    return out
+
+
+guarded("logging", accelerate_logging)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

@@ -259,6 +259,37 @@ def _():
     return r
 
 
+@case("logging_single")
+def _():
+    import logging
+    from accelerate.logging import get_logger
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    log = get_logger("w2_single")  # no log_level, ACCELERATE_LOG_LEVEL unset
+    log.logger.addHandler(Keep())
+    reset()  # no PartialState yet
+    before_state = raises(lambda: log.warning("x"))
+    Accelerator()
+    log.info("info without a level")
+    log.warning("warning without a level")
+    root = logging.getLogger()
+    r = {"before_state": before_state, "seen": seen, "root_level": root.level, "root_handlers": len(root.handlers)}
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        bare = get_logger("w2_bare", log_level="INFO")  # a level, but no handler anywhere
+        bare.info("bare info")
+        bare.warning("bare warning")
+    r["bare_stderr"] = buf.getvalue().splitlines()
+    root.setLevel(logging.WARNING)
+    return r
+
+
 @case("custom_objects")
 def _():
     class Counter:

@@ -486,3 +486,18 @@ def test_trigger_stops_all_ranks_and_uneven_batches(launched):
     assert r0["check_after_true"] is False and r1["check_after_true"] is False
     assert r0["uneven_batches"] == [[0, 1], [4]] and r1["uneven_batches"] == [[2, 3]]
     assert r0["join_warning"] and r0["join_warning"][0].startswith("Joining uneven inputs is only supported for multi-GPU")
+
+
+def test_accelerate_logging_ranks_and_levels(single, launched):
+    """get_logger: main_process_only (default) emits on rank 0 only, main_process_only=False and
+    in_order=True on every rank, '[RANK i] ' prefix; log_level also sets the root logger; no level
+    and no ACCELERATE_LOG_LEVEL leaves INFO dropped (root WARNING); logging before any state raises."""
+    r0, r1 = (r["logging"] for r in launched["ranks"])
+    assert r0["seen"] == ["[RANK 0] default", "[RANK 0] everyone", "[RANK 0] ordered"]
+    assert r1["seen"] == ["[RANK 1] everyone", "[RANK 1] ordered"]
+    assert r0["root_before"] == 30 and r0["root_after"] == 20
+    s = single["logging_single"]
+    assert s["before_state"].startswith("RuntimeError") and "PartialState()" in s["before_state"]
+    assert s["root_level"] == 30 and s["seen"] == ["[RANK 0] warning without a level"]
+    # a level without any handler: Python's last-resort handler prints WARNING and above only
+    assert s["root_handlers"] == 0 and s["bare_stderr"] == ["[RANK 0] bare warning"]
