@@ -290,6 +290,41 @@ def _():
     return r
 
 
+@case("executable_batch_size")
+def _():
+    from accelerate.utils import find_executable_batch_size
+    tried = []
+
+    @find_executable_batch_size(starting_batch_size=128)
+    def run(batch_size, limit):
+        tried.append(batch_size)
+        if batch_size > limit:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")  # the message torch gives
+        return batch_size
+
+    r = {"first": run(100), "tried": list(tried)}
+    tried.clear()
+    r["second"], r["tried_second"] = run(1000), list(tried)  # the reduced size is kept between calls
+    r["explicit"] = raises(lambda: run(64, 100))
+
+    @find_executable_batch_size(starting_batch_size=8)
+    def other_error(batch_size):
+        raise ValueError("not memory")
+    r["other"] = raises(other_error)
+
+    @find_executable_batch_size(starting_batch_size=2)
+    def always(batch_size):
+        raise RuntimeError("CUDA out of memory.")
+    r["zero"] = raises(always)
+    acc = Accelerator()
+    net = nn.Linear(2, 2)
+    model, opt = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    r["models_before_free"] = len(acc._models)
+    model, opt = acc.free_memory(model, opt)
+    r["after_free"] = [model, opt, len(acc._models), len(acc._optimizers), acc.step]
+    return r
+
+
 @case("custom_objects")
 def _():
     class Counter:

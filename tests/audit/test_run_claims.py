@@ -501,3 +501,16 @@ def test_accelerate_logging_ranks_and_levels(single, launched):
     assert s["root_level"] == 30 and s["seen"] == ["[RANK 0] warning without a level"]
     # a level without any handler: Python's last-resort handler prints WARNING and above only
     assert s["root_handlers"] == 0 and s["bare_stderr"] == ["[RANK 0] bare warning"]
+
+
+def test_find_executable_batch_size_and_free_memory(single):
+    """find_executable_batch_size multiplies by 0.9 on an out-of-memory RuntimeError, keeps the
+    reduced size for the next call, re-raises other errors, refuses an explicit batch size and
+    stops at zero; free_memory drops the Accelerator's references and returns None per object."""
+    r = single["executable_batch_size"]
+    assert r["tried"] == [128, 115, 103, 92] and r["first"] == 92
+    assert r["tried_second"] == [92]
+    assert r["explicit"].startswith("TypeError: Batch size was passed into `run` as the first argument")
+    assert r["other"] == "ValueError: not memory"
+    assert r["zero"] == "RuntimeError: No executable batch size found, reached zero."
+    assert r["models_before_free"] == 1 and r["after_free"] == [None, None, 0, 0, 0]
