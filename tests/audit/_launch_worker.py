@@ -218,6 +218,27 @@ guarded("logging", accelerate_logging)
 reset()
 
 
+def gather_reduce_scalars():
+    """gather and reduce on a 0-dim loss per rank (1.0 on rank 0, 3.0 on rank 1), and gather on a
+    Python float."""
+    reset()
+    acc = Accelerator(cpu=True)
+    loss = torch.tensor(1.0 + 2.0 * res["rank"])
+    out = {"gather": acc.gather(loss).tolist(),
+           "reduce_default": acc.reduce(loss.clone()).item(),
+           "reduce_mean": acc.reduce(loss.clone(), reduction="mean").item()}
+    try:
+        out["gather_float"] = repr(acc.gather(1.5))
+    except Exception as exc:
+        out["gather_float"] = f"{type(exc).__name__}: {exc}"[:200]
+    out["gather_object"] = acc.gather_for_metrics([res["rank"]], use_gather_object=True)
+    return out
+
+
+guarded("gather_reduce", gather_reduce_scalars)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

@@ -514,3 +514,15 @@ def test_find_executable_batch_size_and_free_memory(single):
     assert r["other"] == "ValueError: not memory"
     assert r["zero"] == "RuntimeError: No executable batch size found, reached zero."
     assert r["models_before_free"] == 1 and r["after_free"] == [None, None, 0, 0, 0]
+
+
+def test_reduce_sums_and_gather_scalars(launched):
+    """reduce defaults to a sum (mean on request), gather of a 0-dim tensor gives one value per
+    rank, gather of a Python float raises TypeError, gather_for_metrics with use_gather_object
+    collects Python lists."""
+    for r in launched["ranks"]:
+        g = r["gather_reduce"]
+        assert g["gather"] == [1.0, 3.0]
+        assert g["reduce_default"] == 4.0 and g["reduce_mean"] == 2.0
+        assert g["gather_float"].startswith("TypeError: Unsupported types")
+        assert g["gather_object"] == [0, 1]
