@@ -25,6 +25,7 @@ REPO = HERE.parents[1]
 SUB = REPO / "sub-skills"
 GA = SUB / "training-loop-integration" / "references" / "gradient-accumulation.md"
 TL = SUB / "training-loop-integration" / "references" / "training-loop.md"
+AR = SUB / "training-loop-integration" / "references" / "across-ranks.md"
 CKPT = SUB / "checkpointing-and-tracking" / "references" / "checkpointing.md"
 TRK = SUB / "checkpointing-and-tracking" / "references" / "trackers.md"
 DSF = SUB / "distributed-training-backends" / "references" / "deepspeed-fsdp.md"
@@ -251,7 +252,7 @@ def test_preparing_the_original_model_again_registers_a_second_model(launched):
         assert "model_1.safetensors" in d["dup_state_files"]
     r0, r1 = (r["ddp"]["padded_share"] for r in launched["ranks"])
     assert r0 == [0, 1, 2] and r1 == [3, 4, 4]  # apply_padding repeats the last item
-    assert "`apply_padding=True` repeats the last item so shares have equal length" in text(TL)
+    assert "`apply_padding=True` repeats the last item so shares have equal length" in text(AR)
 
 
 def test_end_training_destroys_the_process_group(launched):
