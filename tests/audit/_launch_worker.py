@@ -239,6 +239,31 @@ guarded("gather_reduce", gather_reduce_scalars)
 reset()
 
 
+def resume_with_more_ranks():
+    """A state folder holding only random_states_0.pkl (as a 1-process save_state leaves it),
+    loaded by 2 ranks: which rank gets its step and RNG back."""
+    reset()
+    acc = Accelerator(cpu=True)
+    net = model()
+    m, o = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    d = OUT / "resize_state"
+    acc.step = 7
+    acc.save_state(str(d))
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        (d / "random_states_1.pkl").unlink()
+    acc.wait_for_everyone()
+    acc.step = 0
+    torch.manual_seed(1234)
+    acc.load_state(str(d))
+    out = {"step_after_load": acc.step, "files": sorted(p.name for p in d.iterdir())}
+    return out
+
+
+guarded("resume_more_ranks", resume_with_more_ranks)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

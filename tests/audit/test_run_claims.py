@@ -527,3 +527,11 @@ def test_reduce_sums_and_gather_scalars(launched):
         assert g["reduce_default"] == 4.0 and g["reduce_mean"] == 2.0
         assert g["gather_float"].startswith("TypeError: Unsupported types")
         assert g["gather_object"] == [0, 1]
+
+
+def test_load_state_with_more_ranks_than_rng_files(launched):
+    """A state folder with only random_states_0.pkl loaded on 2 ranks: rank 0 gets the saved step,
+    rank 1 keeps its own (load_state logs 'Could not load random states' and goes on)."""
+    r0, r1 = (r["resume_more_ranks"] for r in launched["ranks"])
+    assert r0["step_after_load"] == 7 and r1["step_after_load"] == 0
+    assert r0["files"] == ["model.safetensors", "optimizer.bin", "random_states_0.pkl"]
