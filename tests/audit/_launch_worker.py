@@ -121,6 +121,149 @@ guarded("pc_multi_cpu", pc_multi_cpu)
 reset()
 
 
+def shuffle_and_scheduler():
+    """A shuffled DataLoader under prepare with a different global seed per rank, read for two
+    epochs without set_epoch; then the scheduler options step_scheduler_with_optimizer=False and
+    the OneCycleLR total_steps cap."""
+    reset()
+    out = {}
+    torch.manual_seed(100 + res["rank"])  # each rank's global RNG differs before prepare
+    acc = Accelerator(cpu=True)
+    dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, shuffle=True))
+    out["epochs"] = [[int(x) for b in dl for x in b] for _ in range(2)]
+    out["rng_types"] = dl.rng_types
+    reset()
+    acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
+    opt = torch.optim.SGD(model().parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    opt, sched = acc.prepare(opt, sched)
+    opt.step()
+    sched.step()
+    out["no_link_last_epoch"] = sched.scheduler.last_epoch
+    reset()
+    acc = Accelerator(cpu=True)
+    opt = torch.optim.SGD(model().parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=4)
+    opt, sched = acc.prepare(opt, sched)
+    for _ in range(4):  # 4 calls would be 8 inner steps on 2 ranks
+        opt.step()
+        sched.step()
+    out["onecycle_last_epoch"] = sched.scheduler.last_epoch
+    return out
+
+
+guarded("shuffle_sched", shuffle_and_scheduler)
+reset()
+
+
+def trigger_and_uneven():
+    """set_trigger on rank 1 only, check_trigger on both every iteration; then even_batches=False
+    batch counts and join_uneven_inputs under MULTI_CPU (a warning, no Join)."""
+    import warnings
+    reset()
+    out = {}
+    acc = Accelerator(cpu=True)
+    stopped, after = None, None
+    for it in range(5):
+        if res["rank"] == 1 and it == 2:
+            acc.set_trigger()
+        if acc.check_trigger():
+            stopped = it
+            after = acc.check_trigger()  # reset to 0 once it returned True
+            break
+    out["stopped_at"], out["check_after_true"] = stopped, after
+    reset()
+    from accelerate import DataLoaderConfiguration
+    acc = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(even_batches=False))
+    net, opt = acc.prepare(model(), torch.optim.SGD(model().parameters(), lr=0.1))
+    dl = acc.prepare(torch.utils.data.DataLoader(list(range(5)), batch_size=2))
+    out["uneven_batches"] = [[int(x) for x in b] for b in dl]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with acc.join_uneven_inputs([net]):
+            pass
+    out["join_warning"] = [str(x.message) for x in w if "Joining uneven" in str(x.message)]
+    return out
+
+
+guarded("trigger_uneven", trigger_and_uneven)
+reset()
+
+
+def accelerate_logging():
+    """accelerate.logging.get_logger on 2 ranks: which rank emits, the prefix, the root level."""
+    import logging
+    from accelerate.logging import get_logger
+    reset()
+    Accelerator(cpu=True)
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    root_before = logging.getLogger().level
+    log = get_logger("w2_probe", log_level="INFO")
+    log.logger.addHandler(Keep())
+    log.logger.propagate = False
+    log.info("default")
+    log.info("everyone", main_process_only=False)
+    log.info("ordered", in_order=True)
+    out = {"seen": seen, "root_before": root_before, "root_after": logging.getLogger().level}
+    logging.getLogger().setLevel(root_before)
+    return out
+
+
+guarded("logging", accelerate_logging)
+reset()
+
+
+def gather_reduce_scalars():
+    """gather and reduce on a 0-dim loss per rank (1.0 on rank 0, 3.0 on rank 1), and gather on a
+    Python float."""
+    reset()
+    acc = Accelerator(cpu=True)
+    loss = torch.tensor(1.0 + 2.0 * res["rank"])
+    out = {"gather": acc.gather(loss).tolist(),
+           "reduce_default": acc.reduce(loss.clone()).item(),
+           "reduce_mean": acc.reduce(loss.clone(), reduction="mean").item()}
+    try:
+        out["gather_float"] = repr(acc.gather(1.5))
+    except Exception as exc:
+        out["gather_float"] = f"{type(exc).__name__}: {exc}"[:200]
+    out["gather_object"] = acc.gather_for_metrics([res["rank"]], use_gather_object=True)
+    return out
+
+
+guarded("gather_reduce", gather_reduce_scalars)
+reset()
+
+
+def resume_with_more_ranks():
+    """A state folder holding only random_states_0.pkl (as a 1-process save_state leaves it),
+    loaded by 2 ranks: which rank gets its step and RNG back."""
+    reset()
+    acc = Accelerator(cpu=True)
+    net = model()
+    m, o = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    d = OUT / "resize_state"
+    acc.step = 7
+    acc.save_state(str(d))
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        (d / "random_states_1.pkl").unlink()
+    acc.wait_for_everyone()
+    acc.step = 0
+    torch.manual_seed(1234)
+    acc.load_state(str(d))
+    out = {"step_after_load": acc.step, "files": sorted(p.name for p in d.iterdir())}
+    return out
+
+
+guarded("resume_more_ranks", resume_with_more_ranks)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

@@ -243,9 +243,85 @@ def _():
     acc.save_model(tied, str(WORK / "tied"))
     from safetensors.torch import load_file
     r["tied_keys"] = sorted(load_file(str(WORK / "tied" / "model.safetensors")))
+    # save_state drops the alias the same way; load_state restores through safetensors' load_model
+    acc.save_state(str(WORK / "tied_state"))
+    saved = tied.a.weight.detach().clone()
+    with torch.no_grad():
+        tied.a.weight.zero_()
+    acc.load_state(str(WORK / "tied_state"))
+    r["tied_state_keys"] = sorted(load_file(str(WORK / "tied_state" / "model_1.safetensors")))
+    r["tied_load_state_ok"] = bool(torch.equal(tied.b.weight, saved)) and tied.a.weight is tied.b.weight
+    r["tied_strict_plain_load"] = raises(
+        lambda: Tied().load_state_dict(load_file(str(WORK / "tied_state" / "model_1.safetensors"))))
     with torch.device("meta"):
         meta = nn.Linear(2, 2)
     r["meta"] = raises(lambda: acc.save_model(meta, str(WORK / "meta")))
+    return r
+
+
+@case("logging_single")
+def _():
+    import logging
+    from accelerate.logging import get_logger
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    log = get_logger("w2_single")  # no log_level, ACCELERATE_LOG_LEVEL unset
+    log.logger.addHandler(Keep())
+    reset()  # no PartialState yet
+    before_state = raises(lambda: log.warning("x"))
+    Accelerator()
+    log.info("info without a level")
+    log.warning("warning without a level")
+    root = logging.getLogger()
+    r = {"before_state": before_state, "seen": seen, "root_level": root.level, "root_handlers": len(root.handlers)}
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        bare = get_logger("w2_bare", log_level="INFO")  # a level, but no handler anywhere
+        bare.info("bare info")
+        bare.warning("bare warning")
+    r["bare_stderr"] = buf.getvalue().splitlines()
+    root.setLevel(logging.WARNING)
+    return r
+
+
+@case("executable_batch_size")
+def _():
+    from accelerate.utils import find_executable_batch_size
+    tried = []
+
+    @find_executable_batch_size(starting_batch_size=128)
+    def run(batch_size, limit):
+        tried.append(batch_size)
+        if batch_size > limit:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")  # the message torch gives
+        return batch_size
+
+    r = {"first": run(100), "tried": list(tried)}
+    tried.clear()
+    r["second"], r["tried_second"] = run(1000), list(tried)  # the reduced size is kept between calls
+    r["explicit"] = raises(lambda: run(64, 100))
+
+    @find_executable_batch_size(starting_batch_size=8)
+    def other_error(batch_size):
+        raise ValueError("not memory")
+    r["other"] = raises(other_error)
+
+    @find_executable_batch_size(starting_batch_size=2)
+    def always(batch_size):
+        raise RuntimeError("CUDA out of memory.")
+    r["zero"] = raises(always)
+    acc = Accelerator()
+    net = nn.Linear(2, 2)
+    model, opt = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    r["models_before_free"] = len(acc._models)
+    model, opt = acc.free_memory(model, opt)
+    r["after_free"] = [model, opt, len(acc._models), len(acc._optimizers), acc.step]
     return r
 
 

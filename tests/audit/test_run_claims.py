@@ -25,6 +25,7 @@ REPO = HERE.parents[1]
 SUB = REPO / "sub-skills"
 GA = SUB / "training-loop-integration" / "references" / "gradient-accumulation.md"
 TL = SUB / "training-loop-integration" / "references" / "training-loop.md"
+AR = SUB / "training-loop-integration" / "references" / "across-ranks.md"
 CKPT = SUB / "checkpointing-and-tracking" / "references" / "checkpointing.md"
 TRK = SUB / "checkpointing-and-tracking" / "references" / "trackers.md"
 DSF = SUB / "distributed-training-backends" / "references" / "deepspeed-fsdp.md"
@@ -251,7 +252,7 @@ def test_preparing_the_original_model_again_registers_a_second_model(launched):
         assert "model_1.safetensors" in d["dup_state_files"]
     r0, r1 = (r["ddp"]["padded_share"] for r in launched["ranks"])
     assert r0 == [0, 1, 2] and r1 == [3, 4, 4]  # apply_padding repeats the last item
-    assert "`apply_padding=True` repeats the last item so shares have equal length" in text(TL)
+    assert "`apply_padding=True` repeats the last item so shares have equal length" in text(AR)
 
 
 def test_end_training_destroys_the_process_group(launched):
@@ -269,6 +270,9 @@ def test_save_formats(single):
                                       "pytorch_model.bin.index.json"]
     assert s["bin_files"] == ["pytorch_model.bin"]
     assert s["tied_keys"] == ["a.weight"]  # tied weights de-duplicated
+    assert s["tied_state_keys"] == ["a.weight"]  # save_state keeps the first name only
+    assert s["tied_load_state_ok"] is True  # load_state refills both names, tie kept
+    assert s["tied_strict_plain_load"].startswith("RuntimeError") and "b.weight" in s["tied_strict_plain_load"]
     assert s["meta"].startswith("RuntimeError")
     t = text(CKPT)
     assert "`model-00001-of-0000N.safetensors` shards plus `model.safetensors.index.json`" in t
@@ -457,3 +461,77 @@ def test_tensor_parallel_config_needs_transformers(single):
     assert old.startswith("ValueError: TP requires transformers >= 4.52")
     assert "constructing the class at all needs transformers >= 4.52" in text(
         SUB / "distributed-training-backends" / "references" / "api-reference.md")
+
+
+def test_prepared_shuffle_and_scheduler_options(launched):
+    """A shuffled loader under prepare: every epoch split disjointly over 2 ranks even with a
+    different global seed per rank (rank 0's generator is broadcast), and a new order next epoch
+    without set_epoch. step_scheduler_with_optimizer=False steps once per call; OneCycleLR is
+    capped at total_steps instead of stepping num_processes times past it."""
+    r0, r1 = (r["shuffle_sched"] for r in launched["ranks"])
+    for e in (0, 1):
+        a, b = r0["epochs"][e], r1["epochs"][e]
+        assert sorted(a + b) == list(range(16)) and not set(a) & set(b)
+    assert r0["epochs"][0] != r0["epochs"][1]
+    assert r0["rng_types"] == ["generator"]
+    assert r0["no_link_last_epoch"] == r1["no_link_last_epoch"] == 1
+    assert r0["onecycle_last_epoch"] == 4
+
+
+def test_trigger_stops_all_ranks_and_uneven_batches(launched):
+    """set_trigger on one rank stops both at the same iteration through check_trigger (which
+    resets); even_batches=False gives rank 0 two batches and rank 1 one; join_uneven_inputs only
+    warns under MULTI_CPU."""
+    r0, r1 = (r["trigger_uneven"] for r in launched["ranks"])
+    assert r0["stopped_at"] == r1["stopped_at"] == 2
+    assert r0["check_after_true"] is False and r1["check_after_true"] is False
+    assert r0["uneven_batches"] == [[0, 1], [4]] and r1["uneven_batches"] == [[2, 3]]
+    assert r0["join_warning"] and r0["join_warning"][0].startswith("Joining uneven inputs is only supported for multi-GPU")
+
+
+def test_accelerate_logging_ranks_and_levels(single, launched):
+    """get_logger: main_process_only (default) emits on rank 0 only, main_process_only=False and
+    in_order=True on every rank, '[RANK i] ' prefix; log_level also sets the root logger; no level
+    and no ACCELERATE_LOG_LEVEL leaves INFO dropped (root WARNING); logging before any state raises."""
+    r0, r1 = (r["logging"] for r in launched["ranks"])
+    assert r0["seen"] == ["[RANK 0] default", "[RANK 0] everyone", "[RANK 0] ordered"]
+    assert r1["seen"] == ["[RANK 1] everyone", "[RANK 1] ordered"]
+    assert r0["root_before"] == 30 and r0["root_after"] == 20
+    s = single["logging_single"]
+    assert s["before_state"].startswith("RuntimeError") and "PartialState()" in s["before_state"]
+    assert s["root_level"] == 30 and s["seen"] == ["[RANK 0] warning without a level"]
+    # a level without any handler: Python's last-resort handler prints WARNING and above only
+    assert s["root_handlers"] == 0 and s["bare_stderr"] == ["[RANK 0] bare warning"]
+
+
+def test_find_executable_batch_size_and_free_memory(single):
+    """find_executable_batch_size multiplies by 0.9 on an out-of-memory RuntimeError, keeps the
+    reduced size for the next call, re-raises other errors, refuses an explicit batch size and
+    stops at zero; free_memory drops the Accelerator's references and returns None per object."""
+    r = single["executable_batch_size"]
+    assert r["tried"] == [128, 115, 103, 92] and r["first"] == 92
+    assert r["tried_second"] == [92]
+    assert r["explicit"].startswith("TypeError: Batch size was passed into `run` as the first argument")
+    assert r["other"] == "ValueError: not memory"
+    assert r["zero"] == "RuntimeError: No executable batch size found, reached zero."
+    assert r["models_before_free"] == 1 and r["after_free"] == [None, None, 0, 0, 0]
+
+
+def test_reduce_sums_and_gather_scalars(launched):
+    """reduce defaults to a sum (mean on request), gather of a 0-dim tensor gives one value per
+    rank, gather of a Python float raises TypeError, gather_for_metrics with use_gather_object
+    collects Python lists."""
+    for r in launched["ranks"]:
+        g = r["gather_reduce"]
+        assert g["gather"] == [1.0, 3.0]
+        assert g["reduce_default"] == 4.0 and g["reduce_mean"] == 2.0
+        assert g["gather_float"].startswith("TypeError: Unsupported types")
+        assert g["gather_object"] == [0, 1]
+
+
+def test_load_state_with_more_ranks_than_rng_files(launched):
+    """A state folder with only random_states_0.pkl loaded on 2 ranks: rank 0 gets the saved step,
+    rank 1 keeps its own (load_state logs 'Could not load random states' and goes on)."""
+    r0, r1 = (r["resume_more_ranks"] for r in launched["ranks"])
+    assert r0["step_after_load"] == 7 and r1["step_after_load"] == 0
+    assert r0["files"] == ["model.safetensors", "optimizer.bin", "random_states_0.pkl"]
