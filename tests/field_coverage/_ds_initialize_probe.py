@@ -1,0 +1,103 @@
+"""One gloo rank, DS_ACCELERATOR=cpu (deepspeed 0.19.8): what deepspeed.initialize takes from where.
+Batch-size derivation (DeepSpeedConfig), both config sources at once, client optimizer or scheduler
+next to a config section, ZeRO-Offload with a torch optimizer, and how many engine.step() calls make
+one optimizer step. Prints RESULT <json>."""
+import json
+import sys
+from types import SimpleNamespace
+
+import torch
+
+import deepspeed
+import deepspeed.comm.torch  # noqa: F401
+
+# the CPU accelerator JIT-builds a shared-memory op otherwise (minutes); gloo is all this needs
+sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
+
+deepspeed.init_distributed(dist_backend="gloo")
+out = {}
+
+
+def err(exc):
+    return {"raises": type(exc).__name__, "msg": str(exc)[:200]}
+
+
+def batch(cfg):
+    try:
+        c = DeepSpeedConfig(cfg)
+        return [c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps]
+    except Exception as exc:  # noqa: BLE001 - the probe records what is raised
+        return err(exc)
+
+
+out["batch"] = {
+    "tbs8": batch({"train_batch_size": 8}),
+    "mbs2": batch({"train_micro_batch_size_per_gpu": 2}),
+    "mbs2_ga4": batch({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4}),
+    "tbs8_ga4": batch({"train_batch_size": 8, "gradient_accumulation_steps": 4}),
+    "tbs7_mbs2": batch({"train_batch_size": 7, "train_micro_batch_size_per_gpu": 2}),
+    "ga4_only": batch({"gradient_accumulation_steps": 4}),
+}
+
+BASE = {"train_micro_batch_size_per_gpu": 1,
+        "optimizer": {"type": "Adam", "params": {"lr": 0.25, "torch_adam": True}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}}
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 4)
+
+
+# both sources of a config
+try:
+    m = model()
+    deepspeed.initialize(args=SimpleNamespace(deepspeed_config="ds.json", local_rank=0), model=m,
+                         model_parameters=m.parameters(), config={"train_batch_size": 1})
+    out["both_configs"] = "accepted"
+except Exception as exc:  # noqa: BLE001
+    out["both_configs"] = err(exc)
+
+# client optimizer and client scheduler next to config sections
+m = model()
+opt = torch.optim.SGD(m.parameters(), lr=0.5)
+eng, ret_opt, loader, sched = deepspeed.initialize(model=m, optimizer=opt, config=dict(BASE))
+out["client_opt"] = {"basic": type(eng.basic_optimizer).__name__, "lr": eng.get_lr(),
+                     "sched": type(sched).__name__, "loader": loader is None}
+m = model()
+opt = torch.optim.SGD(m.parameters(), lr=0.5)
+step_sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+eng, _, _, sched = deepspeed.initialize(model=m, optimizer=opt, lr_scheduler=step_sched, config=dict(BASE))
+out["client_sched"] = {"sched": type(sched).__name__}
+m = model()
+eng, _, _, sched = deepspeed.initialize(model=m, model_parameters=m.parameters(), config=dict(BASE))
+out["config_only"] = {"basic": type(eng.basic_optimizer).__name__, "sched": type(sched).__name__}
+
+# ZeRO-Offload with a torch optimizer
+for force in (None, False):
+    m = model()
+    cfg = {"train_micro_batch_size_per_gpu": 1, "zero_allow_untested_optimizer": True,
+           "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    if force is not None:
+        cfg["zero_force_ds_cpu_optimizer"] = force
+    try:
+        deepspeed.initialize(model=m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1), config=cfg)
+        out[f"offload_torch_opt_force_{force}"] = "accepted"
+    except Exception as exc:  # noqa: BLE001
+        out[f"offload_torch_opt_force_{force}"] = err(exc)
+
+# gradient accumulation: engine.step() per micro-batch, optimizer steps at the boundary
+m = model()
+eng, _, _, _ = deepspeed.initialize(model=m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1),
+                                    config={"train_micro_batch_size_per_gpu": 1,
+                                            "gradient_accumulation_steps": 3})
+trace = []
+for _ in range(6):
+    eng.backward(eng(torch.ones(1, 4)).sum())
+    boundary = eng.is_gradient_accumulation_boundary()
+    eng.step()
+    trace.append([boundary, eng.global_steps, eng.micro_steps])
+out["ga3"] = trace
+
+print("RESULT " + json.dumps(out), flush=True)
