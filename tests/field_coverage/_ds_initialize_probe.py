@@ -1,7 +1,7 @@
 """One gloo rank, DS_ACCELERATOR=cpu (deepspeed 0.19.8): what deepspeed.initialize takes from where.
 Batch-size derivation (DeepSpeedConfig), both config sources at once, client optimizer or scheduler
 next to a config section, ZeRO-Offload with a torch optimizer, and how many engine.step() calls make
-one optimizer step. Prints RESULT <json>."""
+one optimizer step, a universal checkpoint of a ZeRO-2 run. argv[1]: scratch dir. Prints RESULT <json>."""
 import json
 import sys
 from types import SimpleNamespace
@@ -99,5 +99,44 @@ for _ in range(6):
     eng.step()
     trace.append([boundary, eng.global_steps, eng.micro_steps])
 out["ga3"] = trace
+
+# Universal checkpoint: ZeRO-2 + Adam saved, converted in-process by ds_to_universal (one worker),
+# loaded by a fresh engine with "checkpoint": {"load_universal": true} and no tag.
+import os  # noqa: E402
+from deepspeed.checkpoint import ds_to_universal  # noqa: E402
+
+ROOT = sys.argv[1]
+Z2 = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2},
+      "optimizer": {"type": "Adam", "params": {"lr": 0.1, "torch_adam": True}}}
+m = model()
+eng, _, _, _ = deepspeed.initialize(model=m, model_parameters=m.parameters(), config=dict(Z2))
+eng.backward(eng(torch.ones(1, 4)).sum())
+eng.step()
+eng.save_checkpoint(ROOT)
+trained = round(float(eng.module.weight.sum()), 4)
+uni = {"trained": trained}
+for inject in (False, True):
+    a = SimpleNamespace(input_folder=os.path.join(ROOT, "global_step1"),
+                        output_folder=os.path.join(ROOT, "global_step1_universal"), num_extract_workers=1,
+                        num_merge_workers=1, keep_temp_folder=False, strict=True, inject_missing_state=inject)
+    try:
+        ds_to_universal.main(a)
+        uni[f"inject_{inject}"] = "converted"
+    except Exception as exc:  # noqa: BLE001
+        uni[f"inject_{inject}"] = err(exc)
+uni["latest_universal"] = open(os.path.join(ROOT, "latest_universal")).read().strip()
+m = model()
+eng, _, _, _ = deepspeed.initialize(model=m, model_parameters=m.parameters(),
+                                    config=dict(Z2, checkpoint={"load_universal": True}))
+uni["fresh"] = round(float(eng.module.weight.sum()), 4)
+path, _ = eng.load_checkpoint(ROOT)
+uni["loaded"] = [os.path.basename(path), round(float(eng.module.weight.sum()), 4)]
+os.remove(os.path.join(ROOT, "latest_universal"))
+try:
+    eng.load_checkpoint(ROOT)
+    uni["no_latest_universal"] = "no error"
+except Exception as exc:  # noqa: BLE001
+    uni["no_latest_universal"] = err(exc)
+out["universal"] = uni
 
 print("RESULT " + json.dumps(out), flush=True)

@@ -16,7 +16,8 @@ def r(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("dsinit")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1",
                TORCH_EXTENSIONS_DIR=str(scratch / "ext"))
-    return result(torchrun(HERE / "_ds_initialize_probe.py", nproc=1, cwd=scratch, env=env))
+    (scratch / "ckpt").mkdir()
+    return result(torchrun(HERE / "_ds_initialize_probe.py", scratch / "ckpt", nproc=1, cwd=scratch, env=env))
 
 
 def test_batch_keys_are_derived_by_integer_division(r):
@@ -47,3 +48,16 @@ def test_offload_with_torch_optimizer_raises_unless_forced_off(r):
 def test_optimizer_steps_only_at_accumulation_boundary(r):
     assert [g for _, g, _ in r["ga3"]] == [0, 0, 1, 1, 1, 2]
     assert [b for b, _, _ in r["ga3"]] == [False, False, True, False, False, True]
+
+
+def test_universal_checkpoint_of_a_plain_zero2_run(r):
+    u = r["universal"]
+    # a model without universal_checkpoint_info needs --inject_missing_state
+    assert u["inject_False"]["raises"] == "AssertionError"
+    assert "universal_checkpoint_info state is missing" in u["inject_False"]["msg"]
+    assert u["inject_True"] == "converted"
+    # the converter writes <root>/latest_universal; load_universal reads it when no tag is given
+    assert u["latest_universal"] == "global_step1_universal"
+    assert u["fresh"] != u["trained"] and u["loaded"][1] == u["trained"]
+    assert u["no_latest_universal"]["raises"] == "ValueError"
+    assert "latest_universal does not exist" in u["no_latest_universal"]["msg"]
