@@ -115,6 +115,11 @@ eng.step()
 eng.save_checkpoint(ROOT)
 trained = round(float(eng.module.weight.sum()), 4)
 uni = {"trained": trained}
+# client_state round trip and save_latest=False, in a side folder
+side = os.path.join(ROOT, "side")
+eng.save_checkpoint(side, tag="t1", client_state={"epoch": 3}, save_latest=False)
+_, client = eng.load_checkpoint(side, tag="t1")
+uni["client_state"] = {"epoch": client.get("epoch"), "latest_written": os.path.exists(os.path.join(side, "latest"))}
 for inject in (False, True):
     a = SimpleNamespace(input_folder=os.path.join(ROOT, "global_step1"),
                         output_folder=os.path.join(ROOT, "global_step1_universal"), num_extract_workers=1,

@@ -61,3 +61,7 @@ def test_universal_checkpoint_of_a_plain_zero2_run(r):
     assert u["fresh"] != u["trained"] and u["loaded"][1] == u["trained"]
     assert u["no_latest_universal"]["raises"] == "ValueError"
     assert "latest_universal does not exist" in u["no_latest_universal"]["msg"]
+
+
+def test_client_state_round_trip_and_save_latest_false(r):
+    assert r["universal"]["client_state"] == {"epoch": 3, "latest_written": False}
