@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 
-import yaml
+from .pyyaml import yaml  # PyYAML, without compiling its costliest pattern (pyyaml.py)
 from yaml.constructor import SafeConstructor
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
