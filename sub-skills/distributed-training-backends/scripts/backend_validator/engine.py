@@ -109,12 +109,12 @@ class FileResult:
 
 
 def _consumer_parse_findings(findings: List[Finding], consumer: str) -> List[Finding]:
-    from .deepspeed import consumer_parse_findings
+    from .ds_values import consumer_parse_findings
     return consumer_parse_findings(findings, consumer)
 
 
 def _resolve_consumer(doc: Doc, forced: Optional[str], via_accelerate: bool) -> Tuple[str, str]:
-    from .deepspeed import resolve_consumer
+    from .ds_values import resolve_consumer
     return resolve_consumer(doc, forced, via_accelerate)
 
 
