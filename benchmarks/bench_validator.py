@@ -158,7 +158,7 @@ def print_start_table(py, runs):
     for name, w, wc, c, cc, fl, n, kb in rows:
         verdict = "PASS" if cc <= TARGET else ("FAIL (floor above target)" if fl > TARGET else "FAIL")
         print(f"{name:<46} {w:>7.1f}x {wc:>7.1f}x {c:>8.1f}x {cc:>8.1f}x {fl:>5.1f}x {n:>3} {kb:>4.0f} KiB  "
-              f"{verdict} {cc:.1f}x vs {TARGET:.0f}x")
+              f"{verdict} {cc:.2f}x vs {TARGET:.0f}x")
     print(f"{'worst':<46} " + " ".join(f"{max(r[i] for r in rows):>{n}.1f}x" for i, n in
                                        ((1, 7), (2, 7), (3, 8), (4, 8), (5, 5))))
     n_pass = sum(r[4] <= TARGET for r in rows)
