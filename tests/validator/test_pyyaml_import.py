@@ -1,6 +1,8 @@
 """backend_validator/pyyaml.py imports PyYAML with an equivalent, cheaply compiled pattern for
-yaml.reader.Reader.NON_PRINTABLE (its own costs about 57 million instructions on every start).
-The substitute must match exactly what PyYAML's matches, and a reader error must read the same."""
+yaml.reader.Reader.NON_PRINTABLE (its own costs about 57 million instructions on every start), and in
+a fresh process only PyYAML's loading half, as a private package. The substitute must match exactly
+what PyYAML's pattern matches, and the loader built on the private package must give the same
+documents, positions, findings and errors as with the yaml package."""
 from __future__ import annotations
 
 import ast
@@ -37,7 +39,8 @@ PROBE = r"""
 import json, re, sys
 sys.path.insert(0, sys.argv[1])
 if sys.argv[2] == "ours":
-    from backend_validator.pyyaml import yaml
+    from backend_validator.pyyaml import real
+    yaml = real()
 else:
     import yaml
 errors = []
@@ -66,3 +69,44 @@ def test_a_fresh_import_uses_the_substitute_and_reports_the_same_errors():
     assert ours["errors"] == theirs["errors"]
     assert [e is None for e in ours["errors"]] == [False, True, False, False, True]
     assert ours["cached"] is False and theirs["cached"] is True  # the primed entry left re's cache again
+
+
+LOADS = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from backend_validator import core, loader_yaml
+texts = json.loads(sys.stdin.read())
+out = []
+for text in texts:
+    try:
+        d = loader_yaml.load_text(text, "x.yaml")
+        out.append(repr((d.data, sorted(d.positions.items(), key=repr), sorted(d.scalars.items(), key=repr),
+                         [f.as_dict() for f in d.parse_findings])))
+    except core.InputError as e:
+        out.append("InputError: " + str(e))
+print(json.dumps({"out": out, "yaml_imported": "yaml" in sys.modules,
+                  "private": "backend_validator._pyyaml.loader" in sys.modules}))
+"""
+
+TEXTS = [p.read_text(encoding="utf-8") for p in sorted((SCRIPTS.parent / "examples").glob("*.yaml"))] + [
+    "a: yes\nb: 010\nc: 1:30\nd: '1e3'\ne: 2024-01-02\nf: !!binary aGk=\ng: ~\nh: 0x1F\ni: .inf\n",
+    "a: 1\na: 2\nb: &x {k: 1}\nc: *x\nd:\n  <<: *x\n  j: 2\n",
+    "a: !!python/object:os.system x\nb: !custom 1\n",
+    "a: [1, 2\n", "a: b: c\n", "- 1\n- 2\n", "", "a: 1\n---\nb: 2\n", "a: \x07\n", "k: \ufeffv\n",
+    "x: " + "y" * (300 * 1024) + "\n",  # above the pure-Python limit: libyaml from the yaml package
+    "a: [1, 2\n" + "#" * (300 * 1024) + "\n",
+]
+
+
+def test_the_private_loading_half_gives_what_the_yaml_package_gives():
+    def run(prime):
+        code = ("import yaml\n" if prime else "") + LOADS
+        r = subprocess.run([sys.executable, "-c", code, str(SCRIPTS)], input=json.dumps(TEXTS),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout)
+    private, package = run(False), run(True)
+    assert private["private"] is True and package["private"] is False
+    assert private["yaml_imported"] is True  # the libyaml inputs import the package itself
+    assert private["out"] == package["out"]
+    assert sum(o.startswith("InputError") for o in private["out"]) >= 6
