@@ -79,16 +79,17 @@ sys.path.insert(0, sys.argv[1])
 from backend_validator import cli
 cli.main(sys.argv[2:], stdout=io.StringIO(), stderr=io.StringIO())
 print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items())
-                        if n.startswith("backend_validator") and getattr(m, "__file__", None))))
+                        if n.startswith("backend_validator") and (getattr(m, "__file__", None) or "").startswith(sys.argv[1]))))
 """
-# The floor of one input: PyYAML imported as the validator does (when the run imported it) plus compiling,
-# without running, the source of every validator module the run imported.
+# The floor of one input: PyYAML imported as the validator does (pyyaml.loading(), when the run imported
+# pyyaml.py) plus compiling, without running, the source of every validator module the run imported.
 _FLOOR_PROBE = r"""
 import sys
 files = sys.argv[2:]
 if sys.argv[1] == "yaml":
     sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(files[0])))
-    from backend_validator.pyyaml import yaml
+    from backend_validator import pyyaml
+    pyyaml.loading()
 for f in files:
     with open(f, "rb") as fh:
         compile(fh.read(), f, "exec", dont_inherit=True)
