@@ -1,22 +1,21 @@
-"""Command line of validate_backend_config.py: the options and the printing, nothing else.
+"""Command line of validate_backend_config.py: the run and the printing, nothing else.
 
-Parsing and checking are the engine's (engine.py); launch commands and node sets go to
-launch/cli_launch.py, the CI formats to formats.py. Nothing here imports accelerate, torch or
-deepspeed, and a plain file check imports only what its input needs (see bench_validator.py).
+Parsing and checking are the engine's (engine.py); the options (argparse) and the rule-catalog
+queries are in cli_args.py, which a plain file check (config paths only) never compiles; launch
+commands and node sets go to launch/cli_launch.py, the CI formats to formats.py. Nothing here
+imports accelerate, torch or deepspeed, and a plain file check imports only what its input needs
+(see bench_validator.py).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-from . import core
 from .core import InputError, Options
 from .engine import (  # noqa: F401  (library names kept here for callers of earlier releases)
     FileResult, VERIFIED_AGAINST, looks_like_deepspeed, parse_input, read_input, rules_loaded, validate_doc,
     validate_text)
 from .report import CI_FORMATS, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, dedupe, fmt_text, one_line, summary_line
-from .version import version_line
 
 if False:  # pragma: no cover - annotations only; importing typing costs start time (bench_validator.py)
     from typing import List, Optional, Sequence, TextIO
@@ -25,169 +24,42 @@ if False:  # pragma: no cover - annotations only; importing typing costs start t
 _rules_loaded = rules_loaded
 _one_line, _fmt_text, _dedupe = one_line, fmt_text, dedupe
 
-EPILOG = f"""\
-examples:
-  validate_backend_config.py accelerate_config.yaml
-  validate_backend_config.py configs/*.yaml ds_zero3.json        # several files, format auto-detected
-  validate_backend_config.py --format deepspeed ds.json --consumer transformers
-  validate_backend_config.py --check-imports config.yaml          # hints for missing optional packages
-  validate_backend_config.py --output json --strict config.yaml   # machine-readable, warnings fail
-  cat config.yaml | validate_backend_config.py -                  # read standard input
-  validate_backend_config.py --list-rules
-  validate_backend_config.py --explain-rule acc-fsdp2-local-state-dict   # one rule: fails/passes, fix, source
-  validate_backend_config.py --search offload                     # the rules that mention offload
 
-output (text): PATH:LINE:COL: SEVERITY RULE-ID: MESSAGE, then an indented "hint:" line.
-  --output json prints one document with these top-level keys:
-    tool, verified_against   the helper's name and the library versions its checks mirror
-    files            [{{file, format, consumer, consumer_reason, related, input_error}}] per input
-    findings         [{{file, rule, severity, path, line, column, message, hint}}]
-    input_errors     [{{file, message}}] inputs that could not be read or parsed (exit 2)
-    skipped_checks   [{{file, check, reason, option}}] checks not run for lack of information;
-                     option names the flag that supplies it (e.g. --world-size), or is empty
-    summary          {{errors, warnings, info, input_errors, files}}
-  With --launch-command / --node-set, "launch" ([{{command, launcher, stopped, effective, explain,
-  files}}]) takes the place of "files" and "skipped_checks".
-
-exit codes:
-  0  no errors (warnings allowed unless --strict)
-  1  at least one error finding (or, with --strict, a warning)
-  2  usage error, or an input that cannot be read or parsed (one line on stderr per input)
-
-input limits (an input over a limit is refused with exit 2, never a traceback):
-  size {core.MAX_INPUT_BYTES // (1024 * 1024)} MiB per file; nesting depth {core.YAML_MAX_DEPTH};
-  {core.YAML_MAX_NODES} YAML nodes after alias expansion (alias bombs); UTF-8 text only;
-  YAML tags are never constructed (a tag safe_load would refuse is an error finding).
-  YAML up to {core.YAML_PURE_PYTHON_LIMIT // 1024} KiB is parsed by PyYAML's pure-Python parser, exactly as
-  accelerate's yaml.safe_load does; larger input by libyaml (faster, slightly more permissive).
-
-The checks mirror {VERIFIED_AGAINST}; see references/validator-rules.md.
-Relative deepspeed_config_file paths are resolved against the current working directory,
-as accelerate does at launch (use --cwd to emulate another launch directory).
-"""
+def build_parser():
+    """The argparse parser (cli_args.py)."""
+    from .cli_args import build_parser as build
+    return build()
 
 
 def list_rules(output: str, out: TextIO, search: Optional[str] = None) -> None:
-    """--list-rules; with --search TEXT only the rules whose id, summary, source or description
-    contain TEXT (case-insensitive)."""
-    rules_loaded()
-    regs = list(core.REGISTRY.values())
-    if search is not None:
-        needle = search.lower()
-        regs = [r for r in regs if needle in "\n".join((r.id, r.summary, r.source, r.doc)).lower()]
-    rows = [{"id": r.id, "severity": r.severity, "family": r.family, "summary": r.summary,
-             "source": r.source, "consumers": list(r.consumers)} for r in regs]
-    rows.sort(key=lambda r: (r["family"], r["id"]))
-    if output == "json":
-        import json
-        json.dump({"rules": rows}, out, indent=2)
-        out.write("\n")
-        return
-    for r in rows:
-        out.write(f"{r['id']:<44} {r['severity']:<8} {r['family']:<11} {r['summary']}\n")
+    """--list-rules / --search (cli_args.py)."""
+    from .cli_args import list_rules as run
+    run(output, out, search)
 
 
 def explain_rules(ids: List[str], output: str, out: TextIO, err: TextIO) -> int:
-    """--explain-rule: one rule each (docs.rule_info); an unknown id is a usage error (exit 2)."""
-    from . import docs
-    infos = []
-    for rid in ids:
-        info = docs.rule_info(rid.strip())
-        if info is None:
-            near = (core.did_you_mean(rid.strip(), core.REGISTRY) or
-                    next((r for r in sorted(core.REGISTRY) if rid.strip().lower() in r), None)) if rid.strip() else None
-            hint = f" (did you mean {near!r}?)" if near else " (--list-rules lists them)"
-            err.write(f"validate_backend_config.py: error: no rule {one_line(rid)!r}{hint}\n")
-            return EXIT_INPUT
-        infos.append(info)
-    if output == "json":
-        import json
-        json.dump({"rules": infos}, out, indent=2)
-        out.write("\n")
-    else:
-        out.write("\n".join(docs.explain_text(i) for i in infos))
-    return EXIT_OK
+    """--explain-rule (cli_args.py)."""
+    from .cli_args import explain_rules as run
+    return run(ids, output, out, err)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="validate_backend_config.py",
-        description="Statically check Accelerate launch configs (YAML or JSON) and DeepSpeed JSON "
-                    "for what accelerate/deepspeed would reject or silently ignore. Never imports "
-                    "accelerate, torch or deepspeed; never launches anything.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("configs", nargs="*", metavar="CONFIG", help="config file(s); '-' reads standard input")
-    p.add_argument("--format", choices=("auto", "accelerate", "deepspeed"), default="auto",
-                   help="kind of config (default: auto-detect by content)")
-    p.add_argument("--output", choices=("text", "json") + CI_FORMATS, default="text",
-                   help="output format (default text); sarif: SARIF 2.1.0 for code scanning; "
-                        "github: GitHub Actions ::error/::warning annotations")
-    p.add_argument("--version", action=_LazyVersion)
-    p.add_argument("--strict", action="store_true", help="warnings also make the exit code 1")
-    p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
-    p.add_argument("--search", default=None, metavar="TEXT",
-                   help="list only the rules whose id, summary, source or description contain TEXT "
-                        "(case-insensitive), then exit; e.g. --search offload")
-    p.add_argument("--explain-rule", action="append", default=None, metavar="RULE-ID",
-                   help="print one rule - severity, what fails and passes, the fix, its source and reference "
-                        "anchor - and exit (repeatable; with --output json, one document)")
-    p.add_argument("--check-imports", action="store_true",
-                   help="also report optional packages the config needs but that are not importable here "
-                        "(uses importlib.util.find_spec; nothing is imported)")
-    p.add_argument("--consumer", choices=core.CONSUMERS, default=None,
-                   help="who reads a standalone DeepSpeed JSON (default: inferred; shown in the output)")
-    p.add_argument("--world-size", type=int, default=None, metavar="N",
-                   help="number of processes the DeepSpeed JSON will run with (batch-size arithmetic)")
-    p.add_argument("--cwd", default=None, metavar="DIR",
-                   help="launch directory for resolving relative deepspeed_config_file (default: current)")
-    # launch commands and node sets (backend_validator/launch/)
-    p.add_argument("--launch-command", action="append", default=None, metavar="CMD",
-                   help="a whole `accelerate launch` / `deepspeed` / `torchrun` command (one shell-quoted string): "
-                        "check the configuration that command would run with (repeatable)")
-    p.add_argument("--env", action="append", default=None, metavar="KEY=VALUE",
-                   help="environment for --launch-command (HF_HOME, XDG_CACHE_HOME, PET_*); default: this environment")
-    p.add_argument("--node-set", nargs="*", default=None, metavar="FILE",
-                   help="per-node Accelerate configs (or the --launch-command of each node) that must agree")
-    p.add_argument("--explain", action="store_true",
-                   help="with --launch-command: print each effective value and where it came from")
-    # --- job specs (backend_validator/jobspec/) ---
-    p.add_argument("--job-spec", nargs="+", default=None, metavar="FILE",
-                   help="SLURM batch script(s) or Kubeflow PyTorchJob/TrainJob manifest(s): check what every node "
-                        "and task launches")
-    # --- end job specs ---
-    p._building = False
-    return p
+class _Args:
+    """The options of a plain file check, as argparse would set them (cli_args.build_parser)."""
+
+    def __init__(self, configs: List[str]) -> None:
+        self.configs = configs
+        self.format, self.output, self.strict, self.list_rules, self.search = "auto", "text", False, False, None
+        self.explain_rule, self.check_imports, self.consumer, self.world_size, self.cwd = None, False, None, None, None
+        self.launch_command, self.env, self.node_set, self.explain, self.job_spec = None, None, None, False, None
 
 
-class _Parser(argparse.ArgumentParser):
-    """The launch-command examples join the epilog when help is printed (launch/ is not imported
-    for a file check). While the options are added, argparse formats each one only to check it:
-    that formatter gets a fixed width, so shutil (terminal size) is imported only to print help or
-    a usage error."""
-
-    _building = True
-
-    def _get_formatter(self):
-        if self._building:
-            return self.formatter_class(prog=self.prog, width=80)
-        return super()._get_formatter()
-
-    def format_help(self) -> str:
-        if not getattr(self, "_launch_epilog", False):
-            from .launch.cli_launch import EPILOG as launch_epilog
-            from .jobspec.cli_jobspec import EPILOG as jobspec_epilog
-            self.epilog = (self.epilog or "") + "\n" + jobspec_epilog + "\n" + launch_epilog
-            self._launch_epilog = True
-        return super().format_help()
-
-
-class _LazyVersion(argparse._VersionAction):
-    """--version, its text found only when asked for (an installed copy reads the distribution
-    metadata, which costs start time on every run otherwise)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        self.version = version_line("validate_backend_config.py")
-        super().__call__(parser, namespace, values, option_string)
+def plain_args(argv: Sequence[str]) -> Optional[_Args]:
+    """The options for an argv of config paths only (one or more, none starting with '-'), without
+    argparse (importing it, building the parser and compiling cli_args.py cost about a third of a
+    bare interpreter start without bytecode); None for anything else."""
+    if not argv or not all(isinstance(a, str) and not a.startswith("-") for a in argv):
+        return None
+    return _Args(list(argv))
 
 
 class _ArgParseExit(Exception):
@@ -199,16 +71,19 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[TextIO] = None,
          stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    parser = build_parser()
-    try:
-        old_out, old_err = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    args = plain_args(argv)
+    if args is None:
+        parser = build_parser()
         try:
-            args = parser.parse_args(list(argv) if argv is not None else None)
-        finally:
-            sys.stdout, sys.stderr = old_out, old_err
-    except SystemExit as e:  # argparse: --help (0) or usage error (2)
-        return int(e.code or 0) if isinstance(e.code, int) else EXIT_INPUT
+            old_out, old_err = sys.stdout, sys.stderr
+            sys.stdout, sys.stderr = out, err
+            try:
+                args = parser.parse_args(argv)
+            finally:
+                sys.stdout, sys.stderr = old_out, old_err
+        except SystemExit as e:  # argparse: --help (0) or usage error (2)
+            return int(e.code or 0) if isinstance(e.code, int) else EXIT_INPUT
 
     if args.list_rules or args.search is not None:
         list_rules(args.output, out, args.search)

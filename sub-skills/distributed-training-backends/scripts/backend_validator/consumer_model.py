@@ -31,7 +31,7 @@ import math
 # YAML deepspeed_config key -> DeepSpeedPlugin field -> key in the DeepSpeed config
 # (DeepSpeedPlugin.__post_init__ plugin_to_config_mapping; the same fields are the ones
 # _deepspeed_config_checks refuses beside a deepspeed_config_file, so one table serves both)
-from .deepspeed import ACCELERATE_FIELDS_EXCLUSIVE_WITH_FILE as PLUGIN_TO_CONFIG
+from .ds_values import ACCELERATE_FIELDS_EXCLUSIVE_WITH_FILE as PLUGIN_TO_CONFIG
 
 if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
     from typing import Any, Dict, Optional, Tuple

@@ -109,12 +109,12 @@ class FileResult:
 
 
 def _consumer_parse_findings(findings: List[Finding], consumer: str) -> List[Finding]:
-    from .deepspeed import consumer_parse_findings
+    from .ds_values import consumer_parse_findings
     return consumer_parse_findings(findings, consumer)
 
 
 def _resolve_consumer(doc: Doc, forced: Optional[str], via_accelerate: bool) -> Tuple[str, str]:
-    from .deepspeed import resolve_consumer
+    from .ds_values import resolve_consumer
     return resolve_consumer(doc, forced, via_accelerate)
 
 
@@ -157,7 +157,8 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
     # accelerate reads the JSON only when it picks the DeepSpeed launcher (distributed_type DEEPSPEED);
     # under any other type the block is ignored (acc-block-ignored) and the JSON's problems never matter
     if isinstance(ds_file, str) and ds_file.strip() and ds_file != "none" and Effective(doc).launcher == "deepspeed":
-        related = _load_related(doc, ds_file, options, res)
+        from .engine_related import load_related, uncovered_skips
+        related = load_related(doc, ds_file, options, res)
         xctx = Context(doc=doc, options=options)
         if related is not None:
             dctx = Context(doc=related, options=options)
@@ -172,74 +173,10 @@ def validate_doc(doc: Doc, fmt: str, options: Options) -> FileResult:
         _run_family(xctx, "cross")
         res.findings.extend(xctx.findings)
         if related is not None:
-            res.skipped.extend(_uncovered_skips(dctx.skipped, xctx))
+            res.skipped.extend(uncovered_skips(dctx.skipped, xctx))
         res.skipped.extend(xctx.skipped)
     res.skipped.extend(ctx.skipped)
     return res
-
-
-def _uncovered_skips(skipped: List[Dict[str, str]], xctx: Context) -> List[Dict[str, str]]:
-    """Skips of the named JSON that the cross rules made up for: the batch equation is checked
-    with the Accelerate config's num_processes x num_machines (xf-batch-size-world)."""
-    from .rules.cross_file_rules import _world_from_yaml
-    if _world_from_yaml(xctx) is None:
-        return list(skipped)
-    return [s for s in skipped if s["check"] != "ds-batch-size-invalid"]
-
-
-def _load_related(doc: Doc, ds_file: str, options: Options, res: FileResult) -> Optional[Doc]:
-    """Load the DeepSpeed JSON an Accelerate config names. Accelerate (HfDeepSpeedConfig)
-    accepts a path, inline JSON text, or base64-encoded JSON; paths are opened relative to
-    the launch working directory."""
-    pos = doc.pos(("deepspeed_config", "deepspeed_config_file"))
-    stripped = ds_file.strip()
-    if stripped.startswith("{"):
-        name = f"{doc.name}#deepspeed_config_file"
-        text, src = stripped, None
-    else:
-        path = ds_file if os.path.isabs(ds_file) else os.path.join(options.cwd, ds_file)
-        if not os.path.isfile(path):
-            decoded = _base64_json(stripped)
-            if decoded is None:
-                return None
-            try:
-                return _load_json(decoded, f"{doc.name}#deepspeed_config_file(base64)", None)
-            except InputError as e:
-                _related_error(res, doc, ds_file, str(e), pos)
-                return None
-        try:
-            text = core.read_input_file(path)
-        except InputError as e:
-            _related_error(res, doc, ds_file, str(e), pos)
-            return None
-        name = ds_file if not os.path.isabs(ds_file) else path
-        src = os.path.abspath(path)
-    try:
-        return _load_json(text, name, src)
-    except InputError as e:
-        _related_error(res, doc, ds_file, str(e), pos)
-        return None
-
-
-def _base64_json(s: str) -> Optional[str]:
-    """accelerate's HfDeepSpeedConfig also accepts urlsafe-base64-encoded JSON text."""
-    import base64
-    import binascii
-    if len(s) < 8 or len(s) > core.MAX_INPUT_BYTES:
-        return None
-    try:
-        text = base64.urlsafe_b64decode(s).decode("utf-8")
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return None
-    return text if text.lstrip().startswith("{") else None
-
-
-def _related_error(res: FileResult, doc: Doc, ds_file: str, message: str, pos) -> None:
-    res.findings.append(Finding(
-        rule="input-related-file-unreadable", severity="error",
-        message=f"deepspeed_config_file {ds_file!r} cannot be used: {message}",
-        hint="fix the DeepSpeed JSON (accelerate reads it with json.load)",
-        path=("deepspeed_config", "deepspeed_config_file"), line=pos[0], col=pos[1], file=doc.name))
 
 
 def validate_text(text: str, name: str = "<stdin>", fmt: str = "auto",

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import datetime
 
-import yaml
-from yaml.constructor import SafeConstructor
-from yaml.nodes import ScalarNode
-from yaml.resolver import Resolver
+from . import pyyaml
 
 from .core import (MAX_INPUT_BYTES, YAML_MAX_DEPTH, YAML_MAX_NODES, YAML_PURE_PYTHON_LIMIT, Doc, Finding, InputError,
                    ScalarInfo, decode_input)
@@ -28,15 +25,26 @@ MAX_BYTES = MAX_INPUT_BYTES
 MAX_DEPTH = YAML_MAX_DEPTH
 MAX_NODES = YAML_MAX_NODES
 PURE_PYTHON_LIMIT = YAML_PURE_PYTHON_LIMIT
-_CLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# PyYAML's loading half (pyyaml.py: its own modules, without the dumping half and the libyaml binding);
+# larger input goes to libyaml's CSafeLoader from the yaml package itself (_parser_for)
+Y = pyyaml.loading()
 
 TAG_PREFIX = "tag:yaml.org,2002:"
 SAFE_SCALAR_TAGS = {TAG_PREFIX + t for t in ("null", "bool", "int", "float", "str", "timestamp", "binary")}
 SAFE_SEQ_TAGS = {TAG_PREFIX + t for t in ("seq", "omap", "pairs")}
 SAFE_MAP_TAGS = {TAG_PREFIX + t for t in ("map", "set")}
 
-_resolver = Resolver()
-_constructor = SafeConstructor()
+_resolver = Y.Resolver()
+_constructor = Y.SafeConstructor()
+
+
+def _parser_for(text: str) -> Tuple[Any, Any]:
+    """(namespace of the event and error classes, event generator) for text: PyYAML's pure-Python
+    SafeLoader, as yaml.safe_load uses, up to PURE_PYTHON_LIMIT; libyaml above it where available."""
+    if len(text) <= PURE_PYTHON_LIMIT:
+        return Y, pyyaml.events_of(Y.SafeLoader)
+    yaml = pyyaml.real()
+    return yaml, pyyaml.events_of(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def decode_bytes(raw: bytes, name: str) -> str:
@@ -49,7 +57,7 @@ def _short_tag(tag: str) -> str:
 
 
 def _construct_scalar(value: str, tag: str) -> Any:
-    node = ScalarNode(tag, value)
+    node = Y.ScalarNode(tag, value)
     obj = _constructor.construct_object(node, deep=True)
     _constructor.constructed_objects.clear()
     _constructor.recursive_objects.clear()
@@ -152,29 +160,30 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
         top.value[key] = value
         top.explicit.append(key)
 
+    E, parse = _parser_for(text)  # E: the event and error classes of the parser that runs
     try:
-        events = yaml.parse(text, Loader=yaml.SafeLoader if len(text) <= PURE_PYTHON_LIMIT else _CLoader)
+        events = parse(text)
         for ev in events:
-            if isinstance(ev, yaml.DocumentStartEvent):
+            if isinstance(ev, E.DocumentStartEvent):
                 documents += 1
                 if documents > 1:
                     raise InputError("more than one YAML document ('---'); accelerate's safe_load expects one")
                 continue
-            if isinstance(ev, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
+            if isinstance(ev, (E.StreamStartEvent, E.StreamEndEvent, E.DocumentEndEvent)):
                 continue
-            if isinstance(ev, yaml.AliasEvent):
+            if isinstance(ev, E.AliasEvent):
                 if ev.anchor not in anchors:
                     raise InputError(f"line {mark(ev)[0]}: alias *{ev.anchor} refers to an anchor that is not "
                                      "complete yet (recursive or undefined)")
                 val, size = anchors[ev.anchor]
                 attach(val, size, mark(ev))
                 continue
-            if isinstance(ev, yaml.ScalarEvent):
+            if isinstance(ev, E.ScalarEvent):
                 tag = ev.tag
                 pos = mark(ev)
                 is_key = bool(stack) and stack[-1].kind == "map" and stack[-1].expect_key
                 if tag is None or tag == "!":
-                    tag = _resolver.resolve(ScalarNode, ev.value, ev.implicit)
+                    tag = _resolver.resolve(Y.ScalarNode, ev.value, ev.implicit)
                 path = child_path() if not is_key else None
                 if tag not in SAFE_SCALAR_TAGS and tag != TAG_PREFIX + "merge":
                     add_finding("yaml-unsafe-tag", "error",
@@ -187,7 +196,7 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
                 else:
                     try:
                         value = _construct_scalar(ev.value, tag)
-                    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
+                    except (Y.YAMLError, ValueError, TypeError, OverflowError) as e:
                         add_finding("yaml-unsafe-tag", "error",
                                     f"value {ev.value!r} cannot be read as {_short_tag(tag)}: "
                                     f"{str(e).splitlines()[0][:120]}",
@@ -203,8 +212,8 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
                     anchors[ev.anchor] = (value, 1)
                 attach(value, 1, pos)
                 continue
-            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                kind = "map" if isinstance(ev, yaml.MappingStartEvent) else "seq"
+            if isinstance(ev, (E.MappingStartEvent, E.SequenceStartEvent)):
+                kind = "map" if isinstance(ev, E.MappingStartEvent) else "seq"
                 pos = mark(ev)
                 if stack and stack[-1].kind == "map" and stack[-1].expect_key:
                     raise InputError(f"line {pos[0]}: a mapping or sequence used as a mapping key "
@@ -222,7 +231,7 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
                 fr.start = pos
                 stack.append(fr)
                 continue
-            if isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            if isinstance(ev, (E.MappingEndEvent, E.SequenceEndEvent)):
                 fr = stack.pop()
                 value = fr.value
                 if fr.kind == "map" and fr.merges:
@@ -233,11 +242,11 @@ def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
                 continue
     except InputError:
         raise
-    except yaml.MarkedYAMLError as e:
+    except E.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"line {m.line + 1}, column {m.column + 1}: " if m else ""
         raise InputError(f"invalid YAML: {where}{e.problem or e.context or 'parse error'}") from None
-    except yaml.YAMLError as e:
+    except E.YAMLError as e:
         raise InputError(f"invalid YAML: {str(e).splitlines()[0] if str(e) else 'parse error'}") from None
     except RecursionError:
         raise InputError(f"nesting too deep to parse (limit {MAX_DEPTH})") from None

@@ -46,7 +46,8 @@ class ManifestError(Exception):
 
 def load_docs(text: str) -> List[Tuple[Any, Dict[Tuple, int]]]:
     """Every YAML document as plain data with the file offset of each key path."""
-    import yaml
+    from ..pyyaml import real
+    yaml = real()
     Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     out = []
     try:

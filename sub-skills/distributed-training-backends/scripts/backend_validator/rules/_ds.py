@@ -15,7 +15,7 @@ true when the value was silently dropped or changed.
 """
 from __future__ import annotations
 
-from .. import deepspeed as D
+from .. import ds_values as D
 from ..core import Context
 
 if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)

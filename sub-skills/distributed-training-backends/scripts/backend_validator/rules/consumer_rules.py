@@ -95,7 +95,7 @@ def offload_client_optimizer(ctx: Context):
 
     Effect: cfg.optimizer_name is None and cfg.zero_force_ds_cpu_optimizer and cfg.zero_config.offload_optimizer.device == "cpu"
     """
-    from .. import deepspeed as D
+    from .. import ds_values as D
     if not _client_optimizer(ctx) or not ctx.doc.get(("zero_force_ds_cpu_optimizer",), True):
         return
     st = D.zero_stage(ctx.doc, ctx.consumer)

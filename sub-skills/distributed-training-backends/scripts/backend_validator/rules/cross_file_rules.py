@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from .. import deepspeed as D
+from .. import ds_values as D
 from ..core import Context, Doc, rule
 
 if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .. import deepspeed as D
+from .. import ds_values as D
 from ..core import Context, rule
 from ._ds import SRC_CFG, _num
 

@@ -3,7 +3,7 @@ accumulation and parameter dtypes (family ``deepspeed``, deepspeed 0.19.8; the d
 """
 from __future__ import annotations
 
-from .. import deepspeed as D
+from .. import ds_values as D
 from ..core import Context, rule
 from ._ds import SRC_CFG, SRC_ENGINE, _stage
 

@@ -4,9 +4,16 @@ docstring convention is in _ds.py).
 """
 from __future__ import annotations
 
-from .. import deepspeed as D
+from .. import ds_values as D
 from ..core import Context, rule
 from ._ds import SRC_ENGINE, SRC_ZERO, _stage
+
+
+def _stage3_aliases():
+    """The stage3_* aliases of the ZeRO block (the DeepSpeed tables, compiled only for a config that
+    has a stage3_ key)."""
+    from ..deepspeed import ZERO
+    return {f.alias for f in ZERO.values() if f.alias}
 
 
 @rule(id="ds-offload-ignored", severity="warning", family="deepspeed",
@@ -71,8 +78,7 @@ def offload_ignored(ctx: Context):
                              "the parameters are on 'cpu'", "set stage 1-3 to offload the optimizer, or remove "
                              "offload_optimizer", severity="error")
     for k in z:
-        if isinstance(k, str) and k.startswith("stage3_") and k in {f.alias for f in D.ZERO.values() if f.alias} \
-                and z[k] != "auto":
+        if isinstance(k, str) and k.startswith("stage3_") and k in _stage3_aliases() and z[k] != "auto":
             yield ctx.report(("zero_optimization", k), f"'{k}' only applies to ZeRO stage 3 (stage is {st})",
                              "remove it or set stage 3", severity="info")
 
