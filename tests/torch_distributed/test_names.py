@@ -136,7 +136,9 @@ NAMESPACES += [importlib.import_module(m) for m in (
     "torch.distributed.launcher.api")]
 NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
                importlib.import_module("torch.distributed.device_mesh").DeviceMesh,
-               importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")._DistributedRendezvousOpExecutor]
+               importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")._DistributedRendezvousOpExecutor,
+               importlib.import_module("torch.distributed.checkpoint.state_dict_saver"),
+               importlib.import_module("torch.distributed.checkpoint.utils")]
 # Words in code spans that are values, files or objects of the examples, not API names.
 VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
@@ -151,6 +153,9 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
 # keys of other layers named next to torch's: --rdzv-conf keys (read by c10d_rendezvous_backend) and Accelerate's
 # parallelism_config (it only passes its mesh through to torch)
 RDZV_CONF_KEYS = {"read_timeout", "is_host"}
+# --rdzv-conf keys of the c10d dynamic handler (its create_handler table), checked in dynamic_rendezvous.py
+DYNAMIC_RDZV_KEYS = {"join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval",
+                     "keep_alive_max_attempt"}
 # Single-word environment variables (ENV_RE needs an underscore).
 ENV_SINGLE = {"LOGLEVEL", "RANK"}
 # Words of torchrun's failure summary, checked in the elastic error formatter's source.
@@ -374,6 +379,12 @@ def test_bare_identifiers_are_known_api_names():
             assert s in (DIST_PY / "elastic" / "multiprocessing" / "errors" / "__init__.py").read_text(), s
             continue
         if _scheduler_name(s):
+            continue
+        if s in DYNAMIC_RDZV_KEYS:
+            src = (DIST_PY / "elastic" / "rendezvous" / "dynamic_rendezvous.py").read_text()
+            assert f"| {s}" in src or f'"{s}"' in src or f'_get_timeout(params, "{s[:-len("_timeout")]}")' in src, s
+            continue
+        if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
             continue
         if s in RDZV_CONF_KEYS:
             assert f'"{s}"' in (DIST_PY / "elastic" / "rendezvous" / "c10d_rendezvous_backend.py").read_text(), s
