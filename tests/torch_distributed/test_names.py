@@ -94,6 +94,8 @@ CALLABLES = {
     "run": importlib.import_module("torch.distributed.run").run,
     "config_from_args": importlib.import_module("torch.distributed.run").config_from_args,
     "all_gather": dist.all_gather, "FSDP.state_dict_type": FSDP1.state_dict_type,
+    "FSDP.optim_state_dict": FSDP1.optim_state_dict,
+    "FullStateDictConfig": importlib.import_module("torch.distributed.fsdp").FullStateDictConfig,
     "set_gradient_divide_factor": FSDPModule.set_gradient_divide_factor,
     "wait_for_everyone": importlib.import_module("accelerate").Accelerator.wait_for_everyone,
     "named_parameters": torch.nn.Module.named_parameters, "to_empty": torch.nn.Module.to_empty,
@@ -385,6 +387,13 @@ def test_bare_identifiers_are_known_api_names():
             assert f"| {s}" in src or f'"{s}"' in src or f'_get_timeout(params, "{s[:-len("_timeout")]}")' in src, s
             continue
         if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
+            continue
+        if s == "no_fsdp_return":  # the local flag fsdp2-and-dcp.md cites for FSDP1's rank0_only return
+            assert "no_fsdp_return = rank0_only" in (DIST_PY / "fsdp" / "_state_dict_utils.py").read_text()
+            continue
+        if s == "fsdp_version":  # Accelerate's FSDP plugin field (FSDP1 is its default)
+            from accelerate.utils import FullyShardedDataParallelPlugin
+            assert "fsdp_version" in FullyShardedDataParallelPlugin.__dataclass_fields__
             continue
         if s in RDZV_CONF_KEYS:
             assert f'"{s}"' in (DIST_PY / "elastic" / "rendezvous" / "c10d_rendezvous_backend.py").read_text(), s

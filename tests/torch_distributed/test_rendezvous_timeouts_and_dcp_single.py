@@ -75,3 +75,10 @@ def test_dcp_save_and_load_without_a_process_group(tmp_path):
         dcp.load(target, checkpoint_id=str(tmp_path))
     assert torch.equal(target["w"], torch.arange(6.0))
     assert any("assuming the intent is to save in a single process" in str(w.message) for w in caught)
+
+
+def test_accelerate_fsdp_plugin_defaults_to_fsdp1(monkeypatch):
+    # fsdp2-and-dcp.md "FSDP1 state dicts": FSDP1 is what Accelerate builds unless told otherwise.
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    monkeypatch.delenv("FSDP_VERSION", raising=False)
+    assert FullyShardedDataParallelPlugin().fsdp_version == 1
