@@ -82,3 +82,20 @@ def test_accelerate_fsdp_plugin_defaults_to_fsdp1(monkeypatch):
     from accelerate.utils import FullyShardedDataParallelPlugin
     monkeypatch.delenv("FSDP_VERSION", raising=False)
     assert FullyShardedDataParallelPlugin().fsdp_version == 1
+
+
+def test_state_dict_helpers_without_a_process_group():
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
+                                                         set_model_state_dict)
+    assert not dist.is_initialized()
+    m = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(m.parameters())
+    m(torch.randn(1, 3)).sum().backward()
+    opt.step()
+    assert list(get_model_state_dict(m)) == ["weight", "bias"]
+    full = get_model_state_dict(m, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    assert list(full) == ["weight", "bias"]
+    _, osd = get_state_dict(m, opt)
+    assert sorted(osd["state"]) == ["bias", "weight"]
+    set_model_state_dict(m, {"weight": torch.zeros(2, 3), "bias": torch.zeros(2)})
+    assert m.weight.abs().sum().item() == 0.0
