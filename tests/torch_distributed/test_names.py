@@ -388,6 +388,9 @@ def test_bare_identifiers_are_known_api_names():
             continue
         if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
             continue
+        if s == "requires_grad":  # the tensor attribute ddp.md's freezing section is about
+            assert hasattr(torch.nn.Parameter(torch.zeros(1)), "requires_grad")
+            continue
         if s == "no_fsdp_return":  # the local flag fsdp2-and-dcp.md cites for FSDP1's rank0_only return
             assert "no_fsdp_return = rank0_only" in (DIST_PY / "fsdp" / "_state_dict_utils.py").read_text()
             continue
