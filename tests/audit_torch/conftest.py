@@ -43,3 +43,9 @@ def torchrun_record(tmp_path_factory):
 def torchrun_sigkill(tmp_path_factory):
     """rank 1 kills itself with SIGKILL; no @record."""
     return _torchrun(tmp_path_factory, "sigkill")
+
+
+@pytest.fixture(scope="session")
+def torchrun_harness():
+    """(worker script folder, harness module) for tests that drive torchrun themselves (signals)."""
+    return HERE, harness

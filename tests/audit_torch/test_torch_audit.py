@@ -351,3 +351,34 @@ def test_torch_show_cpp_stacktraces_adds_the_cpp_stack():
     off, on = _py(code), _py(code, TORCH_SHOW_CPP_STACKTRACES="1")
     assert "MSG False" in off.stdout, off.stderr[-2000:]
     assert "MSG True" in on.stdout, on.stderr[-2000:]
+
+
+def test_sigterm_to_torchrun_reaches_every_worker_and_ends_the_job_without_restart(tmp_path, torchrun_harness):
+    """launch-torchrun.md "When torchrun itself gets a signal": SIGTERM to the agent (scancel, kubectl delete)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    here, harness = torchrun_harness
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+           str(here / "_torchrun_signal_worker.py")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=harness._clean_env(), cwd=tmp_path)
+    try:
+        end = time.monotonic() + 90
+        while not all((tmp_path / f"ready_rank{r}_attempt0").exists() for r in (0, 1)) and time.monotonic() < end:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)        # the launcher only, as a scheduler stopping the job would
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert all((tmp_path / f"sigterm_rank{r}_attempt0").exists() for r in (0, 1)), err[-2000:]
+    assert not list(tmp_path.glob("ready_rank*_attempt1"))     # --max-restarts 1 unused: no new attempt
+    # the signal prints as 15 on Python >= 3.11 (IntEnum str), Signals.SIGTERM before
+    assert re.search(r"Received (15|Signals\.SIGTERM) death signal, shutting down workers", err)
+    assert re.search(r"Sending process \d+ closing signal SIGTERM", err)
+    assert re.search(r"SignalException: Process \d+ got signal: (15|Signals\.SIGTERM)", err)
+    assert proc.returncode == 1

@@ -299,6 +299,30 @@ def job_ddp(rank, world, r, tmp):
     g = dist.new_group(timeout=SHORT)
     r["uneven_without_join"] = uneven(False)
     dist.barrier()
+    # requires_grad changed after wrapping: DDP keeps the parameter set it saw at construction
+    def late_unfreeze():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+        net[0].weight.requires_grad_(False)
+        m, _ = ddp_ctor(net)
+        net[0].weight.requires_grad_(True)
+        m(torch.full((2, 3), float(rank + 1))).sum().backward()
+        return {"late": net[0].weight.grad.flatten().tolist(), "synced": net[1].weight.grad.flatten().tolist()}
+
+    def late_freeze():
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+        m, _ = ddp_ctor(net)
+        net[0].weight.requires_grad_(False)
+        steps = []
+        for _ in range(2):
+            steps.append(capture(lambda: m(torch.full((2, 3), float(rank + 1))).sum().backward()))
+            if "error" in steps[-1]:
+                break
+        return {"steps": steps, "l1_bias_grad": net[0].bias.grad.flatten().tolist()}
+    r["ddp_late_unfreeze"] = capture(late_unfreeze)
+    r["ddp_late_freeze"] = capture(late_freeze)
+    dist.barrier()
     # evaluating through the DDP wrapper on rank 0 only (a module with buffers): forward broadcasts buffers
     g = dist.new_group(timeout=SHORT)
     model, _ = ddp_ctor(nn.BatchNorm1d(2), process_group=g)

@@ -392,3 +392,16 @@ def test_b41_torch_cpp_log_level_info_prints_c10d_lines(clean_env):
     assert "done" in quiet.stdout and "done" in loud.stdout
     assert "[c10d]" not in quiet.stderr
     assert re.search(r"\[I\d{4} .*\[c10d\]", loud.stderr)
+
+
+def test_b43_requires_grad_changed_after_wrapping(pair):
+    """ddp.md "Freezing or unfreezing after wrapping": DDP keeps the parameter set of construction time."""
+    unfrozen = [pair.rank(r, "pair")["ddp_late_unfreeze"]["ok"] for r in (0, 1)]
+    # a parameter unfrozen after wrapping gets a local gradient that is never averaged (inputs differ per rank)
+    assert unfrozen[0]["late"] != unfrozen[1]["late"]
+    assert unfrozen[0]["synced"] == unfrozen[1]["synced"]
+    for r in (0, 1):
+        res = pair.rank(r, "pair")["ddp_late_freeze"]["ok"]
+        # a parameter frozen after wrapping behaves as an unused one: the second iteration raises
+        assert "ok" in res["steps"][0] and len(res["steps"]) == 2
+        assert "Expected to have finished reduction in the prior iteration" in err(res["steps"][1])

@@ -94,6 +94,8 @@ CALLABLES = {
     "run": importlib.import_module("torch.distributed.run").run,
     "config_from_args": importlib.import_module("torch.distributed.run").config_from_args,
     "all_gather": dist.all_gather, "FSDP.state_dict_type": FSDP1.state_dict_type,
+    "FSDP.optim_state_dict": FSDP1.optim_state_dict,
+    "FullStateDictConfig": importlib.import_module("torch.distributed.fsdp").FullStateDictConfig,
     "set_gradient_divide_factor": FSDPModule.set_gradient_divide_factor,
     "wait_for_everyone": importlib.import_module("accelerate").Accelerator.wait_for_everyone,
     "named_parameters": torch.nn.Module.named_parameters, "to_empty": torch.nn.Module.to_empty,
@@ -136,7 +138,9 @@ NAMESPACES += [importlib.import_module(m) for m in (
     "torch.distributed.launcher.api")]
 NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
                importlib.import_module("torch.distributed.device_mesh").DeviceMesh,
-               importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")._DistributedRendezvousOpExecutor]
+               importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")._DistributedRendezvousOpExecutor,
+               importlib.import_module("torch.distributed.checkpoint.state_dict_saver"),
+               importlib.import_module("torch.distributed.checkpoint.utils")]
 # Words in code spans that are values, files or objects of the examples, not API names.
 VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
@@ -151,6 +155,9 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
 # keys of other layers named next to torch's: --rdzv-conf keys (read by c10d_rendezvous_backend) and Accelerate's
 # parallelism_config (it only passes its mesh through to torch)
 RDZV_CONF_KEYS = {"read_timeout", "is_host"}
+# --rdzv-conf keys of the c10d dynamic handler (its create_handler table), checked in dynamic_rendezvous.py
+DYNAMIC_RDZV_KEYS = {"join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval",
+                     "keep_alive_max_attempt"}
 # Single-word environment variables (ENV_RE needs an underscore).
 ENV_SINGLE = {"LOGLEVEL", "RANK"}
 # Words of torchrun's failure summary, checked in the elastic error formatter's source.
@@ -374,6 +381,22 @@ def test_bare_identifiers_are_known_api_names():
             assert s in (DIST_PY / "elastic" / "multiprocessing" / "errors" / "__init__.py").read_text(), s
             continue
         if _scheduler_name(s):
+            continue
+        if s in DYNAMIC_RDZV_KEYS:
+            src = (DIST_PY / "elastic" / "rendezvous" / "dynamic_rendezvous.py").read_text()
+            assert f"| {s}" in src or f'"{s}"' in src or f'_get_timeout(params, "{s[:-len("_timeout")]}")' in src, s
+            continue
+        if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
+            continue
+        if s == "requires_grad":  # the tensor attribute ddp.md's freezing section is about
+            assert hasattr(torch.nn.Parameter(torch.zeros(1)), "requires_grad")
+            continue
+        if s == "no_fsdp_return":  # the local flag fsdp2-and-dcp.md cites for FSDP1's rank0_only return
+            assert "no_fsdp_return = rank0_only" in (DIST_PY / "fsdp" / "_state_dict_utils.py").read_text()
+            continue
+        if s == "fsdp_version":  # Accelerate's FSDP plugin field (FSDP1 is its default)
+            from accelerate.utils import FullyShardedDataParallelPlugin
+            assert "fsdp_version" in FullyShardedDataParallelPlugin.__dataclass_fields__
             continue
         if s in RDZV_CONF_KEYS:
             assert f'"{s}"' in (DIST_PY / "elastic" / "rendezvous" / "c10d_rendezvous_backend.py").read_text(), s

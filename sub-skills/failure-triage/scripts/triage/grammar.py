@@ -637,7 +637,7 @@ _EXIT = _Lazy(
     r"Signal (?P<code6>\d+) \((?P<sig3>SIG\w+)\) received by PID|"
     r"srun: error: \S+: tasks? [\d,-]+: (?:(?P<sig4>Killed|Out Of Memory)|Exited with exit code (?P<code7>\d+)|"
     r"(?P<segv>Segmentation fault)|(?P<abrt>Aborted)|Terminated)|"
-    r"Received (?P<sig5>SIG\w+) death signal|got signal: (?P<code8>\d+)|"
+    r"Received (?:Signals\.)?(?P<sig5>SIG\w+) death signal|Received (?P<code9>\d+) death signal|got signal: (?P<code8>\d+)|"
     r"Sending process \d+ closing signal (?P<sig6>SIG\w+)|Killing subprocess \d+|"
     r"ChildFailedError|Root Cause \(first observed failure\)")
 
@@ -659,24 +659,27 @@ def launcher_exit(s):
     | srun: error: node12: task 3: Killed
     | torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL
     | torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+    | W1205 18:47:52.461000 16877 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, shutting down workers
+    | WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGTERM death signal, shutting down workers
     Not:
     | step 10 loss 0.25
     """
     g = _m(_EXIT, s)
     if g is None:
         return None
-    code = next((g[k] for k in ("code", "code2", "code3", "code4", "code5", "code6", "code7", "code8") if k in g), None)
+    code = next((g[k] for k in ("code", "code2", "code3", "code4", "code5", "code6", "code7", "code8", "code9")
+                 if k in g), None)
     sig = next((g[k] for k in ("sig", "sig2", "sig3", "sig4", "sig5", "sig6") if k in g), None)
     if "segv" in g:
         sig = "SIGSEGV"
     elif "abrt" in g:
         sig = "SIGABRT"
     if code is not None and code.startswith("-") is False and code not in ("137", "139", "134", "143", "135") and \
-            "code6" not in g and "code8" not in g:
+            "code6" not in g and "code8" not in g and "code9" not in g:
         # a positive exit code is the worker's own exit status (1: an exception it printed)
         sig = sig or ""
-    elif code is not None and "code6" in g or "code8" in g:
-        code = "-" + (g.get("code6") or g.get("code8"))
+    elif code is not None and "code6" in g or "code8" in g or "code9" in g:
+        code = "-" + (g.get("code6") or g.get("code8") or g.get("code9"))
     g["what"] = (f"exit code {code}" if code is not None else "") + (f" {sig}" if sig else "") or "failed"
     g["exit_class"] = _exit_class(code, sig)
     return g
