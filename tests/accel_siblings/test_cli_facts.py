@@ -183,8 +183,9 @@ def test_flags_belong_to_their_command(repo_root, doc_facts, oracle):
     ds_zero = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0]) / "utils" / "zero_to_fp32.py"
     scripts["zero_to_fp32.py"] = script_options(ds_zero)
     # the bundle's validator, whose launch-command options configuration-and-cli names
-    scripts["validate_backend_config.py"] = script_options(
-        repo_root / "sub-skills/distributed-training-backends/scripts/backend_validator/cli.py")
+    # (its parser lives in cli_args.py; cli.py keeps the argparse-free fast path)
+    vdir = repo_root / "sub-skills/distributed-training-backends/scripts/backend_validator"
+    scripts["validate_backend_config.py"] = script_options(vdir / "cli.py") | script_options(vdir / "cli_args.py")
     bad = []
     for flag, state, where in doc_facts["flags"]:
         if state is None:
