@@ -27,7 +27,9 @@ def cases(tmp_path_factory):
     env = dict(os.environ, DS_ACCELERATOR="cpu")
     proc = subprocess.run([sys.executable, str(HERE / "_ds_launcher_probe.py"), str(scratch)], env=env,
                           cwd=scratch, capture_output=True, text=True, timeout=300)
-    return result(proc)
+    out = result(proc)
+    out["_launch_dir"] = os.path.realpath(scratch)     # what the runner's os.path.abspath(".") sees
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +105,9 @@ def test_pdsh_runs_one_launch_per_host_with_the_given_master(cases):
     assert "deepspeed.launcher.launch" in cmd and "--node_rank=%n" in cmd
     assert "--master_addr=node-a" in cmd and "--master_port=29600" in cmd
     assert _world_info(cmd) == {"node-a": [0, 1], "node-b": [0, 1]}       # hostfile order, comment skipped
-    assert any(a.startswith("cd ") for a in cmd)                           # runs in the launch directory
+    # the launching node's absolute cwd and its interpreter path, reused verbatim on every host
+    cd = cmd.index(f"cd {cases['_launch_dir']};")
+    assert cmd[cd + 1:cd + 5] == [sys.executable, "-u", "-m", "deepspeed.launcher.launch"]
 
 
 def test_master_addr_defaults_to_first_hosts_first_hostname_i_address(cases):
