@@ -448,6 +448,12 @@ def reshard_compare(rank, r, tmp):
     ref = torch.load(os.path.join(tmp, "full_after_step.pt"))
     full = torch.load(os.path.join(tmp, "full_after_reshard.pt"))
     r["reshard_equal"] = sorted(ref) == sorted(full) and all(torch.equal(ref[k], full[k]) for k in ref)
+    # plain full-size tensors as the target, no_dist=True while the 3-rank group is still initialized
+    import torch.distributed.checkpoint as dcp
+    plain = {"model": {k: torch.zeros_like(v) for k, v in ref.items()}}
+    dcp.load(plain, checkpoint_id=os.path.join(tmp, "dcp"), no_dist=True)
+    r["plain_no_dist_group_up"] = dist.is_initialized()
+    r["plain_no_dist_equal"] = all(torch.equal(plain["model"][k], ref[k]) for k in ref)
     dcp_to_torch_save(os.path.join(tmp, "dcp"), os.path.join(tmp, "converted.pt"))
     conv = torch.load(os.path.join(tmp, "converted.pt"))
     r["dcp_to_torch_save_keys"] = sorted(conv)

@@ -338,6 +338,8 @@ def test_b37_dcp_saved_at_2_ranks_loads_at_3(trio):
     assert j[0]["reshard_equal"] is True
     assert all(x["optim_step_loaded"] == [1.0] for x in j)
     assert j[0]["dcp_to_torch_save_keys"] == ["model", "optim"] and j[0]["dcp_to_torch_save_equal"] is True
+    # rank 0 alone, group up: dcp.load(..., no_dist=True) into plain zeros of full size gives the full values
+    assert j[0]["plain_no_dist_group_up"] is True and j[0]["plain_no_dist_equal"] is True
 
 
 # ----------------------------------------------------------------------------- env:// and networking (1 process)
