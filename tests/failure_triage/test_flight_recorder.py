@@ -17,6 +17,7 @@ import signal
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -88,14 +89,14 @@ def _torchrun(scenario: str, out: Path, **env) -> str:
 def runs(tmp_path_factory):
     """The four scenarios, once per module: {name: (folder, combined output)}."""
     base = tmp_path_factory.mktemp("fr")
-    done = {}
-    # healthy runs with the buffer size left unset (the recorder is on by default)
-    done["healthy"] = (base / "healthy", _torchrun("healthy", base / "healthy"))
-    for name in ("skip", "order"):
-        done[name] = (base / name, _torchrun(name, base / name, TORCH_FR_BUFFER_SIZE="64"))
-    # a ring of 3 entries: torchrun hands the variable to its workers, the oldest entries go
-    done["subgroup"] = (base / "subgroup", _torchrun("subgroup", base / "subgroup", TORCH_FR_BUFFER_SIZE="3"))
-    return done
+    env = {"healthy": {},                               # the buffer size left unset: on by default
+           "skip": {"TORCH_FR_BUFFER_SIZE": "64"}, "order": {"TORCH_FR_BUFFER_SIZE": "64"},
+           # a ring of 3 entries: torchrun hands the variable to its workers, the oldest entries go
+           "subgroup": {"TORCH_FR_BUFFER_SIZE": "3"}}
+    # two at a time: the desynchronised runs spend their 3 s group timeout idle
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(_torchrun, name, base / name, **e) for name, e in env.items()}
+        return {name: (base / name, f.result()) for name, f in futures.items()}
 
 
 def _triage(*args, cwd=None) -> tuple[int, str, str]:
