@@ -20,9 +20,11 @@ PYTHONPATH here), so one machine can run the suite as both kinds of CPU (`make t
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,40 @@ def _force_capability() -> bool | None:
 
 
 FORCED_FP16 = _force_capability()
+
+
+STALE_BUILD_LOCK_S = 600
+
+
+def _own_extension_dir() -> Path | None:
+    """Give this checkout's torch its own JIT-extension folder, for this process and every child.
+
+    DeepSpeed's CPU accelerator JIT-builds its shared-memory comm op (deepspeed_shm_comm) in every
+    process that calls deepspeed.init_distributed/initialize; a process finding the build current only
+    runs a no-op ninja check. The build's flags name the torch/deepspeed install path, so checkouts or
+    venvs sharing ~/.cache/torch_extensions rebuild it for each other (40-170 s on 2 cores) and wait on
+    each other's build lock. One folder per torch install path: each checkout compiles once and reuses
+    it. A lock older than STALE_BUILD_LOCK_S is left by a killed build (torch waits on it forever).
+    An explicit TORCH_EXTENSIONS_DIR is kept as given."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR", "").strip():
+        return None
+    spec = importlib.util.find_spec("torch")          # finds the package without importing it
+    if spec is None or not spec.origin:
+        return None
+    key = hashlib.sha256(os.path.dirname(spec.origin).encode()).hexdigest()[:12]
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = Path(cache) / "torch_extensions" / f"pdt-{key}"
+    for lock in folder.glob("*/lock"):
+        try:
+            if time.time() - lock.stat().st_mtime > STALE_BUILD_LOCK_S:
+                lock.unlink()
+        except OSError:
+            pass
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
+    return folder
+
+
+EXTENSION_DIR = _own_extension_dir()
 
 
 def _in_ci() -> bool:

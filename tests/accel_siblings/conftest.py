@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -128,11 +129,9 @@ MULTI_CPU_CONFIG = ("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI
                     "num_processes: 2\nnum_machines: 1\nmixed_precision: 'no'\n")
 
 
-@pytest.fixture(scope="session")
-def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]]:
-    """whoami.py under seven launch recipes; value = one report per started process."""
+def _topology_recipes(repo_root) -> dict:
     doc_yaml = yaml_block(repo_root / "sub-skills/configuration-and-cli/references/config-file-and-precedence.md")
-    recipes = {  # name: (launch args, ACCELERATE_USE_CPU=1?, add a free port?, script args, config text)
+    return {  # name: (launch args, ACCELERATE_USE_CPU=1?, add a free port?, script args, config text)
         "use_cpu_env+multi_gpu": (MULTI_CPU, True, True, [], None),
         "use_cpu_env+doc_yaml": ([], True, False, [], doc_yaml),
         "cpu_flag": (["--cpu", "--num_processes", "2"], False, False, [], None),
@@ -142,21 +141,22 @@ def topology_runs(tmp_path_factory, examples, repo_root) -> dict[str, list[dict]
         "use_cpu_env+use_fsdp": (["--use_fsdp", "--fsdp_version", "2", "--num_processes", "2"],
                                  True, True, [], None),
     }
-    out: dict[str, list[dict]] = {}
-    for name, (args, use_cpu, port, extra, config_text) in recipes.items():
-        tmp = tmp_path_factory.mktemp(f"whoami-{name.replace('+', '-')}")
-        if config_text is not None:
-            (tmp / "config.yaml").write_text(config_text)
-            args = ["--config_file", str(tmp / "config.yaml"), *args]
-        proc = launch(f"whoami:{name}", tmp, args, examples["whoami"], ["--out", str(tmp), *extra],
-                      use_cpu=use_cpu, port=port, defaults=config_text is None)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        out[name] = [json.loads(p.read_text()) for p in sorted(tmp.glob("proc-*.json"))]
-    return out
 
 
-@pytest.fixture(scope="session")
-def merge_run(tmp_path_factory, examples) -> dict:
+def _topology_run(tmp_path_factory, examples, name, recipe) -> list[dict]:
+    """whoami.py under one launch recipe: one report per started process."""
+    args, use_cpu, port, extra, config_text = recipe
+    tmp = tmp_path_factory.mktemp(f"whoami-{name.replace('+', '-')}")
+    if config_text is not None:
+        (tmp / "config.yaml").write_text(config_text)
+        args = ["--config_file", str(tmp / "config.yaml"), *args]
+    proc = launch(f"whoami:{name}", tmp, args, examples["whoami"], ["--out", str(tmp), *extra],
+                  use_cpu=use_cpu, port=port, defaults=config_text is None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(p.read_text()) for p in sorted(tmp.glob("proc-*.json"))]
+
+
+def _merge_run(tmp_path_factory, examples) -> dict:
     """dcp_shards.py on 2 ranks, then `accelerate merge-weights` on its folder, on the checkpoint root
     and on a path that does not exist."""
     tmp = tmp_path_factory.mktemp("dcp")
@@ -172,8 +172,7 @@ def merge_run(tmp_path_factory, examples) -> dict:
     return {"dir": tmp, "runs": runs, "dcp_files": read_json(tmp / "dcp_files.json")}
 
 
-@pytest.fixture(scope="session")
-def loop_run(tmp_path_factory, examples) -> dict:
+def _loop_run(tmp_path_factory, examples) -> dict:
     tmp = tmp_path_factory.mktemp("loop")
     proc = launch("loop_checks", tmp, MULTI_CPU, examples["loop"], ["--out", str(tmp)])
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -191,14 +190,70 @@ def _resume_pair(tmp_path_factory, examples, variant: str) -> dict:
     return result
 
 
-@pytest.fixture(scope="session")
-def resume_run(tmp_path_factory, examples) -> dict:
-    return _resume_pair(tmp_path_factory, examples, "own")
+class _Launches:
+    """Every launch the collected tests need, started on first use, two at a time: a launch has
+    single-process phases (the launcher's own imports, rendezvous, shutdown) that leave a core idle."""
+
+    def __init__(self, tmp_path_factory, examples, repo_root, needed):
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="accel-launch")
+        f, ex = tmp_path_factory, examples
+        self.jobs = {  # fixture name: {part: callable}
+            "topology_runs": {name: (lambda n=name, r=recipe: _topology_run(f, ex, n, r))
+                              for name, recipe in _topology_recipes(repo_root).items()},
+            "merge_run": {"": lambda: _merge_run(f, ex)},
+            "loop_run": {"": lambda: _loop_run(f, ex)},
+            "resume_run": {"": lambda: _resume_pair(f, ex, "own")},
+            "resume_run_global_rng": {"": lambda: _resume_pair(f, ex, "global")},
+        }
+        self.futures: dict[str, dict] = {}
+        for name in ("merge_run", "resume_run", "resume_run_global_rng", "loop_run", "topology_runs"):
+            if name in needed:      # the longest first, the seven short whoami launches fill in
+                self.submit(name)
+
+    def submit(self, name):
+        if name not in self.futures:
+            self.futures[name] = {part: self.pool.submit(fn) for part, fn in self.jobs[name].items()}
+        return self.futures[name]
+
+    def get(self, name):
+        parts = {part: fut.result() for part, fut in self.submit(name).items()}
+        return parts[""] if list(parts) == [""] else parts
 
 
 @pytest.fixture(scope="session")
-def resume_run_global_rng(tmp_path_factory, examples) -> dict:
-    return _resume_pair(tmp_path_factory, examples, "global")
+def _launches(request, tmp_path_factory, examples, repo_root):
+    needed = {n for item in request.session.items for n in getattr(item, "fixturenames", ())}
+    launches = _Launches(tmp_path_factory, examples, repo_root, needed)
+    yield launches
+    launches.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def topology_runs(_launches) -> dict[str, list[dict]]:
+    """whoami.py under seven launch recipes; value = one report per started process."""
+    return _launches.get("topology_runs")
+
+
+@pytest.fixture(scope="session")
+def merge_run(_launches) -> dict:
+    """dcp_shards.py on 2 ranks, then `accelerate merge-weights` on its folder, on the checkpoint root
+    and on a path that does not exist."""
+    return _launches.get("merge_run")
+
+
+@pytest.fixture(scope="session")
+def loop_run(_launches) -> dict:
+    return _launches.get("loop_run")
+
+
+@pytest.fixture(scope="session")
+def resume_run(_launches) -> dict:
+    return _launches.get("resume_run")
+
+
+@pytest.fixture(scope="session")
+def resume_run_global_rng(_launches) -> dict:
+    return _launches.get("resume_run_global_rng")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,7 @@ harness = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(harness)
 
 
-@pytest.fixture(scope="session")
-def audit_job(tmp_path_factory):
+def _audit_job(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("audit")
     proc = harness._run_in_own_session([sys.executable, str(HERE / "_jobs_audit.py"), "audit", str(outdir)],
                                        harness.JOB_TIMEOUT_S, env=harness._clean_env())
@@ -33,16 +33,43 @@ def _torchrun(tmp_path_factory, mode):
     return harness.Run(proc, outdir, mode)
 
 
+# The audit job waits out 3 s group timeouts and 5 s sleeps with the CPU idle; the two torchrun runs
+# start beside it on first use (only the runs the collected tests need), each fixture returns its own.
+RUNS = {"audit_job": _audit_job,
+        "torchrun_record": lambda f: _torchrun(f, "record"),
+        "torchrun_sigkill": lambda f: _torchrun(f, "sigkill")}
+
+
 @pytest.fixture(scope="session")
-def torchrun_record(tmp_path_factory):
+def _audit_runs(request, tmp_path_factory):
+    needed = {n for item in request.session.items for n in getattr(item, "fixturenames", ()) if n in RUNS}
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="audit-run")
+    futures = {name: pool.submit(build, tmp_path_factory) for name, build in RUNS.items() if name in needed}
+
+    def get(name):
+        if name not in futures:
+            futures[name] = pool.submit(RUNS[name], tmp_path_factory)
+        return futures[name].result()
+    yield get
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def audit_job(_audit_runs):
+    """_jobs_audit.py on 2 gloo ranks: process groups, DDP construction and gradients, ..."""
+    return _audit_runs("audit_job")
+
+
+@pytest.fixture(scope="session")
+def torchrun_record(_audit_runs):
     """rank 0 prints an error first and keeps running; rank 1 raises under @record once rank 0 has printed."""
-    return _torchrun(tmp_path_factory, "record")
+    return _audit_runs("torchrun_record")
 
 
 @pytest.fixture(scope="session")
-def torchrun_sigkill(tmp_path_factory):
+def torchrun_sigkill(_audit_runs):
     """rank 1 kills itself with SIGKILL; no @record."""
-    return _torchrun(tmp_path_factory, "sigkill")
+    return _audit_runs("torchrun_sigkill")
 
 
 @pytest.fixture(scope="session")

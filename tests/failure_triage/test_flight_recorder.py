@@ -17,6 +17,7 @@ import signal
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -88,14 +89,14 @@ def _torchrun(scenario: str, out: Path, **env) -> str:
 def runs(tmp_path_factory):
     """The four scenarios, once per module: {name: (folder, combined output)}."""
     base = tmp_path_factory.mktemp("fr")
-    done = {}
-    # healthy runs with the buffer size left unset (the recorder is on by default)
-    done["healthy"] = (base / "healthy", _torchrun("healthy", base / "healthy"))
-    for name in ("skip", "order"):
-        done[name] = (base / name, _torchrun(name, base / name, TORCH_FR_BUFFER_SIZE="64"))
-    # a ring of 3 entries: torchrun hands the variable to its workers, the oldest entries go
-    done["subgroup"] = (base / "subgroup", _torchrun("subgroup", base / "subgroup", TORCH_FR_BUFFER_SIZE="3"))
-    return done
+    env = {"healthy": {},                               # the buffer size left unset: on by default
+           "skip": {"TORCH_FR_BUFFER_SIZE": "64"}, "order": {"TORCH_FR_BUFFER_SIZE": "64"},
+           # a ring of 3 entries: torchrun hands the variable to its workers, the oldest entries go
+           "subgroup": {"TORCH_FR_BUFFER_SIZE": "3"}}
+    # two at a time: the desynchronised runs spend their 3 s group timeout idle
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(_torchrun, name, base / name, **e) for name, e in env.items()}
+        return {name: (base / name, f.result()) for name, f in futures.items()}
 
 
 def _triage(*args, cwd=None) -> tuple[int, str, str]:
@@ -167,29 +168,81 @@ def test_restricted_loader_builds_what_pickle_builds(runs):
             assert fr.load_pickle_restricted(data) == pickle.loads(data), p
 
 
-_PROBE = r"""
-import datetime, json, os, sys, torch, torch.distributed as dist
+_PROBES = r"""
+# One interpreter imports torch once, then forks a child per variant: each child sets its variables,
+# creates its first process group (where torch reads them) and reports on its own stdout/stderr file.
+import datetime, json, os, sys, traceback, torch, torch.distributed as dist
 from torch._C import _distributed_c10d as c10d
-dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1,
-                        timeout=datetime.timedelta(seconds=5))
-for _ in range(3):
-    dist.all_reduce(torch.ones(2))
-d = json.loads(c10d._dump_fr_trace_json())
-print("ENTRIES", len(d.get("entries", [])), "KEYS", ",".join(sorted(d)))
+folder, variants = sys.argv[1], json.loads(sys.argv[2])
+
+
+def probe(i, v):
+    os.environ.update(v["env"])
+    store = "file://" + os.path.join(folder, f"store{i}")
+    if v["mode"] == "probe":            # 3 all_reduces under the variables in v["env"]
+        dist.init_process_group("gloo", init_method=store, rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=5))
+        for _ in range(3):
+            dist.all_reduce(torch.ones(2))
+        d = json.loads(c10d._dump_fr_trace_json())
+        print("ENTRIES", len(d.get("entries", [])), "KEYS", ",".join(sorted(d)))
+        return
+    if v["mode"] == "before":           # TORCH_FR_BUFFER_SIZE=1 set before / after the first group
+        os.environ["TORCH_FR_BUFFER_SIZE"] = "1"
+    dist.init_process_group("gloo", init_method=store, rank=0, world_size=1)
+    if v["mode"] == "after":
+        os.environ["TORCH_FR_BUFFER_SIZE"] = "1"
+    for _ in range(3):
+        dist.all_reduce(torch.ones(2))
+    print("ENTRIES", len(json.loads(c10d._dump_fr_trace_json()).get("entries", [])))
+
+
+for i, v in enumerate(variants):
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.path.join(folder, f"out{i}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1); os.dup2(fd, 2)
+        code = 0
+        try:
+            probe(i, v)
+        except BaseException:
+            traceback.print_exc(); code = 1
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    with open(os.path.join(folder, f"code{i}"), "w") as fh:
+        fh.write(str(os.waitstatus_to_exitcode(status)))
 """
 
-
-@pytest.mark.parametrize("env, entries, deprecated", [
+BUFFER_CASES = [
     ({}, 3, False),                                                   # on by default
     ({"TORCH_FR_BUFFER_SIZE": "0"}, 0, False),                        # off
     ({"TORCH_FR_BUFFER_SIZE": "2"}, 2, False),                        # a ring: the newest 2
     ({"TORCH_NCCL_TRACE_BUFFER_SIZE": "2"}, 2, True),                 # the old name still works
     ({"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "50"}, 0, True),  # the new name wins
-])
-def test_buffer_size_variables_on_gloo(tmp_path, env, entries, deprecated):
-    script = tmp_path / "probe.py"
-    script.write_text(_PROBE)
-    code, out = _run([sys.executable, script, tmp_path / "store"], _env(**env), tmp_path, limit=90)
+]
+WHEN_CASES = [("before", 1), ("after", 3)]
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory):
+    """Every single-process variant below from one interpreter (one torch import, a fork each):
+    {(mode, env as JSON): (exit code, output)}."""
+    folder = tmp_path_factory.mktemp("fr_probes")
+    variants = [{"mode": "probe", "env": env} for env, _, _ in BUFFER_CASES]
+    variants += [{"mode": when, "env": {}} for when, _ in WHEN_CASES]
+    script = folder / "probes.py"
+    script.write_text(_PROBES)
+    code, out = _run([sys.executable, script, folder, json.dumps(variants)], _env(), folder, limit=150)
+    assert code == 0, out
+    return {(v["mode"], json.dumps(v["env"], sort_keys=True)):
+            (int((folder / f"code{i}").read_text()), (folder / f"out{i}").read_text())
+            for i, v in enumerate(variants)}
+
+
+@pytest.mark.parametrize("env, entries, deprecated", BUFFER_CASES)
+def test_buffer_size_variables_on_gloo(probes, env, entries, deprecated):
+    code, out = probes["probe", json.dumps(env, sort_keys=True)]
     assert code == 0, out
     line = next(l for l in out.splitlines() if l.startswith("ENTRIES"))
     assert line.split()[1] == str(entries), out
@@ -197,25 +250,9 @@ def test_buffer_size_variables_on_gloo(tmp_path, env, entries, deprecated):
     assert ("TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated" in out) == deprecated, out
 
 
-_WHEN = r"""
-import json, os, sys, torch, torch.distributed as dist
-from torch._C import _distributed_c10d as c10d
-if sys.argv[2] == "before":
-    os.environ["TORCH_FR_BUFFER_SIZE"] = "1"
-dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
-if sys.argv[2] == "after":
-    os.environ["TORCH_FR_BUFFER_SIZE"] = "1"
-for _ in range(3):
-    dist.all_reduce(torch.ones(2))
-print("ENTRIES", len(json.loads(c10d._dump_fr_trace_json()).get("entries", [])))
-"""
-
-
-@pytest.mark.parametrize("when, entries", [("before", 1), ("after", 3)])
-def test_variables_are_read_when_the_first_group_is_created(tmp_path, when, entries):
-    script = tmp_path / "when.py"
-    script.write_text(_WHEN)
-    code, out = _run([sys.executable, script, tmp_path / "store", when], _env(), tmp_path, limit=90)
+@pytest.mark.parametrize("when, entries", WHEN_CASES)
+def test_variables_are_read_when_the_first_group_is_created(probes, when, entries):
+    code, out = probes[when, "{}"]
     assert code == 0 and f"ENTRIES {entries}" in out, out
 
 

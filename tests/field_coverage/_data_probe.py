@@ -73,3 +73,6 @@ if RANK == 0:
     with open(sys.argv[1], "w") as f:
         json.dump(OUT, f, indent=1, sort_keys=True)
 acc.wait_for_everyone()
+# tear the gloo group down before interpreter exit: left to static destruction, a rank can abort
+# ("terminate called without an active exception", SIGABRT) after the work is done
+dist.destroy_process_group()

@@ -1,11 +1,16 @@
 """One way to run a field-coverage probe: real torchrun (python -m torch.distributed.run) on
-127.0.0.1 with a free port, and the probe's last "RESULT {json}" line read back."""
+127.0.0.1 with a free port, and the probe's last "RESULT {json}" line read back.
+
+A test module's probe_run(tmp_path_factory) is its one probe run; its fixture returns
+shared(probe_run, tmp_path_factory): the result of the run conftest.py started early (prefetch), or
+of a run started there and then."""
 from __future__ import annotations
 
 import json
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -27,3 +32,20 @@ def result(proc) -> dict:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(lines[-1][len("RESULT "):])
+
+
+_STARTED: dict = {}
+
+
+def prefetch(runs, tmp_path_factory, workers: int = 2) -> ThreadPoolExecutor:
+    """Start every probe run in runs, `workers` at a time; the caller shuts the pool down."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
+    for run in runs:
+        _STARTED[run] = pool.submit(run, tmp_path_factory)
+    return pool
+
+
+def shared(run, tmp_path_factory):
+    """What run(tmp_path_factory) returns (or raises), from its prefetched run when there is one."""
+    started = _STARTED.get(run)
+    return started.result() if started is not None else run(tmp_path_factory)

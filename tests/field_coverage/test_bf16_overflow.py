@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _torchrun import result, torchrun  # noqa: E402
+from _torchrun import result, shared, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -15,8 +15,8 @@ DOC = REPO / "sub-skills" / "failure-triage" / "references" / "numerics.md"
 OVERFLOW = "[deepspeed] OVERFLOW! Skipping step. Gradients are non-finite, weights were not updated."
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def probe_run(tmp_path_factory):
+    """This module's probe run (field_coverage/conftest.py may start it early, beside the others)."""
     scratch = tmp_path_factory.mktemp("bf16")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     proc = torchrun(HERE / "_bf16_overflow_probe.py", nproc=1, cwd=scratch, env=env)
@@ -32,6 +32,11 @@ def run(tmp_path_factory):
         elif case:
             logs[case].append(line)
     return res, logs
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return shared(probe_run, tmp_path_factory)
 
 
 def test_cpu_accelerator_reports_bf16(run):

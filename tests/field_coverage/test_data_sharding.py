@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from _torchrun import torchrun  # noqa: E402
+from _torchrun import shared, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -15,14 +15,19 @@ PROBE = HERE / "_data_probe.py"
 DOC = REPO / "sub-skills" / "training-loop-integration" / "references" / "iterable-datasets.md"
 
 
-@pytest.fixture(scope="module")
-def obs(tmp_path_factory):
+def probe_run(tmp_path_factory):
+    """This module's probe run (field_coverage/conftest.py may start it early, beside the others)."""
     out = tmp_path_factory.mktemp("data") / "obs.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.pop("ACCELERATE_USE_CPU", None)
     proc = torchrun(PROBE, out, nproc=2, cwd=out.parent, env=env)
     assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-4000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def obs(tmp_path_factory):
+    return shared(probe_run, tmp_path_factory)
 
 
 def test_two_real_ranks(obs):

@@ -7,21 +7,26 @@ import os
 from pathlib import Path
 
 import pytest
-from _torchrun import result, torchrun  # noqa: E402
+from _torchrun import result, shared, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DOC = REPO / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-checkpoint-loading.md"
 
 
-@pytest.fixture(scope="module")
-def res(tmp_path_factory):
+def probe_run(tmp_path_factory):
+    """This module's probe run (field_coverage/conftest.py may start it early, beside the others)."""
     scratch = tmp_path_factory.mktemp("dsckpt")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     proc = torchrun(HERE / "_ds_ckpt_probe.py", scratch, nproc=1, cwd=scratch, env=env)
     out = result(proc)
     out["log"] = proc.stdout + proc.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def res(tmp_path_factory):
+    return shared(probe_run, tmp_path_factory)
 
 
 @pytest.mark.parametrize("stage", ["stage2", "stage3"])

@@ -7,17 +7,22 @@ import os
 from pathlib import Path
 
 import pytest
-from _torchrun import result, torchrun  # noqa: E402
+from _torchrun import result, shared, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parents[1] / "sub-skills" / "distributed-training-backends" / "references" / "deepspeed-warmup-lr.md"
 
 
-@pytest.fixture(scope="module")
-def lrs(tmp_path_factory):
+def probe_run(tmp_path_factory):
+    """This module's probe run (field_coverage/conftest.py may start it early, beside the others)."""
     scratch = tmp_path_factory.mktemp("warmup")
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     return result(torchrun(HERE / "_ds_warmup_probe.py", nproc=1, cwd=scratch, env=env))
+
+
+@pytest.fixture(scope="module")
+def lrs(tmp_path_factory):
+    return shared(probe_run, tmp_path_factory)
 
 
 def test_default_is_log_warmup_to_the_optimizer_lr_after_two_zero_steps(lrs):

@@ -7,20 +7,25 @@ import os
 from pathlib import Path
 
 import pytest
-from _torchrun import torchrun  # noqa: E402
+from _torchrun import shared, torchrun  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DOC = REPO / "sub-skills" / "torch-distributed" / "references" / "dtensor.md"
 
 
-@pytest.fixture(scope="module")
-def obs(tmp_path_factory):
+def probe_run(tmp_path_factory):
+    """This module's probe run (field_coverage/conftest.py may start it early, beside the others)."""
     out = tmp_path_factory.mktemp("dtensor") / "obs.json"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = torchrun(HERE / "_dtensor_probe.py", out, nproc=2, cwd=out.parent, env=env)
     assert proc.returncode == 0 and out.exists(), (proc.stdout + proc.stderr)[-3000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def obs(tmp_path_factory):
+    return shared(probe_run, tmp_path_factory)
 
 
 def test_uneven_shard_and_global_shape(obs):

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,9 @@ def _run_in_own_session(cmd, timeout, **kw) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def run_launcher(tmp_path_factory, name: str, launcher_args: list[str], mode: str, **env) -> Run:
-    outdir = tmp_path_factory.mktemp(name)
+def run_launcher(tmp_path_factory, name: str, launcher_args: list[str], mode: str, outdir: Path | None = None,
+                 **env) -> Run:
+    outdir = outdir or tmp_path_factory.mktemp(name)
     cmd = [sys.executable, "-m", *launcher_args, str(HERE / "_torchrun_worker.py"), mode, str(outdir)]
     proc = _run_in_own_session(cmd, LAUNCH_TIMEOUT_S, env=_clean_env(**env), cwd=outdir)
     return Run(proc, outdir, mode)
@@ -74,54 +76,115 @@ def clean_env():
     return _clean_env
 
 
-@pytest.fixture(scope="session")
-def detail(tmp_path_factory):
-    return run_job(tmp_path_factory, "detail", TORCH_DISTRIBUTED_DEBUG="DETAIL")
+# Every job and launcher run of this folder, as (builder, prerequisite run). The designed hangs of
+# the jobs (15 s init timeout, 3 s group timeouts, sleeps) leave the CPU idle for about half a minute,
+# so the runs the collected tests need start together on first use, three at a time, and the
+# launcher runs take their CPU time while the trio job waits. Each fixture returns its own run.
+def _defaults_jobs(tmp_path_factory):
+    return {job: run_job(tmp_path_factory, job, script="_jobs_defaults.py", outdir=outdir)
+            for job, outdir in (("backend_none", tmp_path_factory.mktemp("backend_none")),
+                                ("fsdp2_generate", tmp_path_factory.mktemp("fsdp2_generate")))}
 
 
-@pytest.fixture(scope="session")
-def pair(tmp_path_factory):
-    """2 ranks: data loading, checkpoints, FSDP2 + DCP save, DDP (TORCH_DISTRIBUTED_DEBUG=INFO)."""
-    return run_job(tmp_path_factory, "pair", TORCH_DISTRIBUTED_DEBUG="INFO")
-
-
-@pytest.fixture(scope="session")
-def trio(tmp_path_factory, pair):
-    """3 ranks: load the pair job's 2-rank DCP checkpoint (resharding), collectives, designed hangs."""
-    return run_job(tmp_path_factory, "trio", outdir=pair.outdir)
-
-
-@pytest.fixture(scope="session")
-def restart_static(tmp_path_factory):
-    """torchrun --max-restarts 1, static rendezvous; workers join through plain env://."""
-    return run_launcher(tmp_path_factory, "restart", [
+RUNS = {
+    "pair": (lambda f, out: run_job(f, "pair", outdir=out(), TORCH_DISTRIBUTED_DEBUG="INFO"), None),
+    "trio": (lambda f, out, pair: run_job(f, "trio", outdir=pair.outdir), "pair"),
+    "detail": (lambda f, out: run_job(f, "detail", outdir=out(), TORCH_DISTRIBUTED_DEBUG="DETAIL"), None),
+    "restart_static": (lambda f, out: run_launcher(f, "restart", [
         "torch.distributed.run", "--nproc-per-node", "2", "--max-restarts", "1", "--monitor-interval", "0.1",
-        "--rdzv-backend", "static", "--master-port", str(_free_port()), "--nnodes", "1"], "restart")
-
-
-@pytest.fixture(scope="session")
-def restart_prefixed(tmp_path_factory):
-    """torchrun --max-restarts 1 without a port (single node); workers prefix the store per attempt."""
-    return run_launcher(tmp_path_factory, "restart_prefixed", [
+        "--rdzv-backend", "static", "--master-port", str(_free_port()), "--nnodes", "1"], "restart",
+        outdir=out()), None),
+    "restart_prefixed": (lambda f, out: run_launcher(f, "restart_prefixed", [
         "torch.distributed.run", "--nproc-per-node", "2", "--max-restarts", "1", "--monitor-interval", "0.1"],
-        "restart_prefixed")
+        "restart_prefixed", outdir=out()), None),
+    "launch_fail": (lambda f, out: run_launcher(f, "fail", ["torch.distributed.run", "--standalone"], "fail",
+                                                outdir=out(), PET_NPROC_PER_NODE="2", OMP_NUM_THREADS="3"), None),
+    "launch_legacy": (lambda f, out: run_launcher(f, "legacy", [
+        "torch.distributed.launch", "--nproc-per-node", "2", "--master-port", str(_free_port())], "legacy",
+        outdir=out()), None),
+    "defaults_jobs": (lambda f, out: _defaults_jobs(f), None),
+}
+
+
+class _Runs:
+    def __init__(self, tmp_path_factory, names):
+        self.factory = tmp_path_factory
+        self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="td-run")
+        self.futures = {}
+        for name in RUNS:                      # RUNS order: a prerequisite is submitted first
+            if name in names:
+                self.submit(name)
+
+    def submit(self, name):
+        if name not in self.futures:
+            build, needs = RUNS[name]
+            out = (lambda n=name: self.factory.mktemp(n))
+            if needs:
+                self.submit(needs)
+                prereq = self.futures[needs]
+                self.futures[name] = self.pool.submit(lambda: build(self.factory, out, prereq.result()))
+            else:
+                self.futures[name] = self.pool.submit(build, self.factory, out)
+        return self.futures[name]
+
+    def get(self, name):
+        return self.submit(name).result()
 
 
 @pytest.fixture(scope="session")
-def launch_fail(tmp_path_factory):
+def _runs(request, tmp_path_factory):
+    """Starts every run in RUNS that a collected test needs (directly or through trio)."""
+    needed = set()
+    for item in request.session.items:
+        needed.update(n for n in getattr(item, "fixturenames", ()) if n in RUNS)
+    runs = _Runs(tmp_path_factory, needed)
+    yield runs
+    runs.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def detail(_runs):
+    """2 ranks under TORCH_DISTRIBUTED_DEBUG=DETAIL: op and shape mismatch, DDP construction."""
+    return _runs.get("detail")
+
+
+@pytest.fixture(scope="session")
+def pair(_runs):
+    """2 ranks: data loading, checkpoints, FSDP2 + DCP save, DDP (TORCH_DISTRIBUTED_DEBUG=INFO)."""
+    return _runs.get("pair")
+
+
+@pytest.fixture(scope="session")
+def trio(_runs):
+    """3 ranks: load the pair job's 2-rank DCP checkpoint (resharding), collectives, designed hangs."""
+    return _runs.get("trio")
+
+
+@pytest.fixture(scope="session")
+def restart_static(_runs):
+    """torchrun --max-restarts 1, static rendezvous; workers join through plain env://."""
+    return _runs.get("restart_static")
+
+
+@pytest.fixture(scope="session")
+def restart_prefixed(_runs):
+    """torchrun --max-restarts 1 without a port (single node); workers prefix the store per attempt."""
+    return _runs.get("restart_prefixed")
+
+
+@pytest.fixture(scope="session")
+def launch_fail(_runs):
     """torchrun --standalone with PET_NPROC_PER_NODE=2 and OMP_NUM_THREADS=3; rank 1 exits with 7."""
-    return run_launcher(tmp_path_factory, "fail", ["torch.distributed.run", "--standalone"], "fail",
-                        PET_NPROC_PER_NODE="2", OMP_NUM_THREADS="3")
+    return _runs.get("launch_fail")
 
 
 @pytest.fixture(scope="session")
-def launch_legacy(tmp_path_factory):
-    return run_launcher(tmp_path_factory, "legacy", [
-        "torch.distributed.launch", "--nproc-per-node", "2", "--master-port", str(_free_port())], "legacy")
+def launch_legacy(_runs):
+    """torch.distributed.launch --nproc-per-node 2 (the deprecated launcher)."""
+    return _runs.get("launch_legacy")
 
 
 @pytest.fixture(scope="session")
-def defaults_jobs(tmp_path_factory):
+def defaults_jobs(_runs):
     """The two jobs of _jobs_defaults.py (backend=None, FSDP2 generate), each run once."""
-    return {job: run_job(tmp_path_factory, job, script="_jobs_defaults.py")
-            for job in ("backend_none", "fsdp2_generate")}
+    return _runs.get("defaults_jobs")

@@ -34,7 +34,7 @@ def _check(findings):
         assert f.rule and f.severity in core.SEVERITIES and f.message and "\n" not in f.message
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 2500 took 26 s on 2 cores
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 1000 took 14.5 s on a loaded 2-core machine
 @given(DOCS, st.sampled_from([None, "deepspeed", "accelerate", "transformers"]), st.sampled_from([None, 1, 3, 8]))
 def test_ds_rules_never_crash(data, consumer, world):
     text = json.dumps(data, allow_nan=True)
@@ -47,7 +47,7 @@ def test_ds_rules_never_crash(data, consumer, world):
         assert f.line is not None and f.col is not None, f
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 600 took 7.8 s loaded
 @given(DOCS, st.dictionaries(st.sampled_from(["mixed_precision", "distributed_type", "deepspeed_config",
                                                 "fp8_config", "num_processes"]),
                              st.one_of(SCALARS, st.fixed_dictionaries(
