@@ -616,4 +616,73 @@ def _():
             "cp": {v: raises(lambda v=v: TorchContextParallelConfig(cp_comm_strategy=v)) for v in ("alltoall", "ring")}}
 
 
+@case("fsdp2_strategy_env_and_code")
+def _():
+    """FSDP_SHARDING_STRATEGY (what `accelerate launch` always exports) under each fsdp_version,
+    and sharding_strategy passed to an FSDP2 plugin in code."""
+    r = {}
+    os.environ.update(FSDP_VERSION="2", FSDP_SHARDING_STRATEGY="SHARD_GRAD_OP")
+    p = FullyShardedDataParallelPlugin()
+    r["v2_env"] = [p.reshard_after_forward, p.sharding_strategy]
+    os.environ["FSDP_VERSION"] = "1"
+    p = FullyShardedDataParallelPlugin()
+    r["v1_env"] = [str(p.reshard_after_forward), str(p.sharding_strategy)]
+    del os.environ["FSDP_SHARDING_STRATEGY"], os.environ["FSDP_VERSION"]
+    r["v2_code_strategy_alone"] = raises(lambda: FullyShardedDataParallelPlugin(
+        fsdp_version=2, sharding_strategy="SHARD_GRAD_OP"))
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, sharding_strategy="SHARD_GRAD_OP", reshard_after_forward=False)
+    r["v2_code_strategy_with_bool"] = p.reshard_after_forward
+    return r
+
+
+@case("ga_end_of_dataloader")
+def _():
+    """accumulate() sync flags over two epochs of a 5-batch prepared DataLoader, num_steps=2."""
+    from torch.utils.data import DataLoader
+    r = {}
+    for sync in (True, False):
+        reset()
+        acc = Accelerator(gradient_accumulation_plugin=GradientAccumulationPlugin(
+            num_steps=2, sync_with_dataloader=sync))
+        model, dl = acc.prepare(nn.Linear(2, 1), DataLoader(list(range(5)), batch_size=1))
+        flags = []
+        for _ in range(2):
+            for _b in dl:
+                with acc.accumulate(model):
+                    flags.append(acc.sync_gradients)
+        r[str(sync)] = flags
+    return r
+
+
+@case("ds_offload_optimizer_map")
+def _():
+    """accelerate's offload swap applied to torch optimizers (no DeepSpeed op is built: the
+    constructor's signature is checked before its body runs)."""
+    from accelerate.utils.deepspeed import map_pytorch_optim_to_deepspeed
+    net = nn.Linear(2, 1)
+    return {"adagrad": raises(lambda: map_pytorch_optim_to_deepspeed(torch.optim.Adagrad(net.parameters(), lr=0.1))),
+            "torch_has_lion": hasattr(torch.optim, "Lion")}
+
+
+@case("dynamo_dynamic")
+def _():
+    """What `accelerate launch` exports for dynamic shapes and what TorchDynamoPlugin makes of it."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+    r = {}
+    for name, argv in (("launch_default", ["--dynamo_backend", "inductor", "train.py"]),
+                       ("launch_flag", ["--dynamo_backend", "inductor", "--dynamo_use_dynamic", "train.py"])):
+        args = launch_command_parser().parse_args(argv)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _validate_launch_command(args)
+        env = prepare_simple_launcher_cmd_env(args)[1]
+        os.environ["ACCELERATE_DYNAMO_USE_DYNAMIC"] = env["ACCELERATE_DYNAMO_USE_DYNAMIC"]
+        r[name] = [env["ACCELERATE_DYNAMO_USE_DYNAMIC"], TorchDynamoPlugin().to_kwargs().get("dynamic", "absent"),
+                   TorchDynamoPlugin(backend="inductor", dynamic=None).to_kwargs().get("dynamic", "absent")]
+        del os.environ["ACCELERATE_DYNAMO_USE_DYNAMIC"]
+    r["no_env"] = TorchDynamoPlugin().to_kwargs().get("dynamic", "absent")
+    return r
+
+
 json.dump(out, sys.stdout, default=str)

@@ -535,3 +535,43 @@ def test_load_state_with_more_ranks_than_rng_files(launched):
     r0, r1 = (r["resume_more_ranks"] for r in launched["ranks"])
     assert r0["step_after_load"] == 7 and r1["step_after_load"] == 0
     assert r0["files"] == ["model.safetensors", "optimizer.bin", "random_states_0.pkl"]
+
+
+# ======================================================================== session-4 eval fixes (set 2)
+def test_fsdp2_never_reads_the_exported_sharding_strategy(single):
+    """FSDP_SHARDING_STRATEGY (always exported by accelerate launch) wins under FSDP1 and is not
+    read under FSDP2; sharding_strategy in code on an FSDP2 plugin raises unless a bool is given."""
+    f = single["fsdp2_strategy_env_and_code"]
+    assert f["v2_env"] == [True, None]
+    assert f["v1_env"] == ["None", "ShardingStrategy.SHARD_GRAD_OP"]
+    assert f["v2_code_strategy_alone"].startswith("ValueError: reshard_after_forward set to None")
+    assert f["v2_code_strategy_with_bool"] is False
+    t = text(DSF)
+    assert "reads `FSDP_SHARDING_STRATEGY` only at `fsdp_version` 1, so `reshard_after_forward` keeps its own value" in t
+    assert "with a bool as well, only the bool counts" in t
+
+
+def test_accumulation_counter_restarts_at_each_dataloader_end(single):
+    g = single["ga_end_of_dataloader"]
+    assert g["True"] == [False, True, False, True, True, False, True, False, True, True]
+    assert g["False"] == [False, True, False, True, False, True, False, True, False, True]
+    t = text(GA)
+    assert "default `[F,T,F,T,T,F,T,F,T,T]`" in t and "`[F,T,F,T,F,T,F,T,F,T]`, the groups running across epochs" in t
+
+
+def test_offload_swap_of_adagrad_fails_with_adamw_mode(single):
+    m = single["ds_offload_optimizer_map"]
+    assert m["adagrad"] == "TypeError: DeepSpeedCPUAdagrad.__init__() got an unexpected keyword argument 'adamw_mode'"
+    assert m["torch_has_lion"] is False
+    t = text(DSF)
+    assert "with `TypeError` \"unexpected keyword argument 'adamw_mode'\" (torch 2.13 has no `optim.Lion`" in t
+
+
+def test_launch_exports_dynamic_false(single):
+    d = single["dynamo_dynamic"]
+    assert d["launch_default"] == ["False", False, False]  # an explicit dynamic=None plugin reads it too
+    assert d["launch_flag"] == ["True", True, True]
+    assert d["no_env"] == "absent"  # left to torch.compile's default (automatic dynamic)
+    t = text(CMD)
+    assert "so a launched run gets `torch.compile(..., dynamic=False)`" in t
+    assert "`TorchDynamoPlugin(dynamic=None)` built inside the launched script reads the same variable" in t
