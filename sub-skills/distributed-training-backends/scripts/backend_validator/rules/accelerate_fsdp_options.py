@@ -11,9 +11,10 @@ from . import accelerate_schema as S
 from ._acc import fmt
 from .accelerate_fsdp import PLUGIN, _fsdp, _version
 
-# each rule reads one of these keys (fsdp_ prefix optional in fsdp_config); a config without them skips the module
-NEEDS = ("sharding_strategy", "backward_prefetch", "forward_prefetch", "use_orig_params", "sync_module_states",
-         "min_num_params", "activation_checkpointing_offload")
+# each rule reports on one of these keys (fsdp_ prefix optional in fsdp_config); a config without them skips the
+# module (acc-fsdp2-key-ignored passes over fsdp_sync_module_states, so that key is not listed)
+NEEDS = ("sharding_strategy", "backward_prefetch", "forward_prefetch", "use_orig_params", "min_num_params",
+         "activation_checkpointing_offload")
 
 
 @rule(id="acc-fsdp-sharding-strategy-invalid", severity="error", family="accelerate",
