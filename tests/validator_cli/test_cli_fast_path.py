@@ -53,10 +53,11 @@ def test_a_plain_check_imports_no_argparse_and_prints_what_the_parsed_run_prints
     assert fast["rc"] == 1 and "acc-fsdp2-local-state-dict" in fast["out"]
 
 
-def test_a_check_compiles_only_the_helpers_its_input_needs():
+def test_a_check_compiles_only_the_helpers_its_input_needs(tmp_path):
     """A clean Accelerate config loads no unknown-key reporting, no related-JSON handling and no DeepSpeed
-    code; one with an inline ZeRO block or naming a DeepSpeed JSON that is not there loads the DeepSpeed
-    value helpers (ds_values) but not the DeepSpeed tables (deepspeed.py); a DeepSpeed JSON loads the tables."""
+    code; one naming a DeepSpeed JSON that is not there loads the DeepSpeed value helpers (ds_values) but not
+    the DeepSpeed tables (deepspeed.py); an inline ZeRO-3 offload block loads neither, the same block at stage 2
+    the plugin model and the ZeRO rules; a DeepSpeed JSON loads the tables."""
     run = _run("fsdp2.yaml")
     fsdp = run["modules"]
     assert run["yaml"] is False and "backend_validator._pyyaml.loader" in fsdp  # PyYAML's loading half only
@@ -65,8 +66,17 @@ def test_a_check_compiles_only_the_helpers_its_input_needs():
                          "backend_validator.loader_json"} & set(fsdp), fsdp
     unknown = _run("bad-fsdp2-local-state-dict.yaml", "--strict")["modules"]  # argparse path, same modules
     assert "backend_validator.rules._acc_unknown" not in unknown
-    for argv in (["deepspeed-zero3-offload.yaml"], ["deepspeed-file.yaml"]):  # from examples/ the JSON path is absent
-        r = _run(*argv)
-        assert "backend_validator.ds_values" in r["modules"] and "backend_validator.deepspeed" not in r["modules"], r
+    r = _run("deepspeed-file.yaml")  # from examples/ the JSON path is absent
+    assert "backend_validator.ds_values" in r["modules"] and "backend_validator.deepspeed" not in r["modules"], r
+    # inline ZeRO-3 offload: the plugin's block keeps stage 3, where no offload is ignored, so neither the plugin
+    # model nor the DeepSpeed ZeRO rules are compiled; below stage 3 they are, and the offload is reported
+    r = _run("deepspeed-zero3-offload.yaml")
+    assert not {"backend_validator.ds_values", "backend_validator.deepspeed", "backend_validator.consumer_model",
+                "backend_validator.rules.deepspeed_zero"} & set(r["modules"]), r
+    stage2 = tmp_path / "stage2.yaml"
+    stage2.write_text((EX / "deepspeed-zero3-offload.yaml").read_text().replace("zero_stage: 3", "zero_stage: 2"))
+    r = _run(str(stage2))
+    assert {"backend_validator.consumer_model", "backend_validator.rules.deepspeed_zero"} <= set(r["modules"]), r
+    assert "acc-ds-offload-ignored-by-stage" in r["out"], r["out"]
     assert "backend_validator.engine_related" in _run("deepspeed-file.yaml")["modules"]
     assert "backend_validator.deepspeed" in _run("ds-zero3.json")["modules"]

@@ -1,7 +1,8 @@
 """Accelerate config rules: loading (distributed_type, compute_environment, JSON strictness), top-level
 keys and value types, blocks the chosen distributed_type ignores, environment values and optional packages
 (accelerate 1.15.0). Process counts and machines are in accelerate_processes, dynamo in accelerate_dynamo,
-SageMaker and Megatron-LM in accelerate_platforms.
+SageMaker and Megatron-LM in accelerate_platforms, the debug / tpu_use_cluster truthiness in
+accelerate_launch_keys.
 """
 from __future__ import annotations
 
@@ -567,39 +568,6 @@ def missing_package(ctx):
     if e.launcher == "simple" and e.get("mpirun_hostfile") and not _on_path("mpirun", "mpiexec"):
         ctx.report(("mpirun_config",), "mpirun_hostfile needs mpirun or mpiexec on PATH (not found here)",
                    "install Open MPI, Intel MPI or MVAPICH where the job runs")
-    return ()
-
-
-@rule(id="acc-false-string-is-truthy", severity="warning", family="accelerate",
-      summary="debug / tpu_use_cluster given as a quoted false word, which Python treats as true",
-      source=LAUNCH)
-def false_string_truthy(ctx):
-    """``debug`` and ``tpu_use_cluster`` are tested with Python truthiness, so the string
-    ``'false'`` (or ``'no'``, ``'0'``) switches them on.
-
-    Fails:
-    ```yaml
-    distributed_type: 'NO'
-    num_processes: 1
-    debug: 'false'
-    ```
-    Passes:
-    ```yaml
-    distributed_type: 'NO'
-    num_processes: 1
-    debug: false
-    ```
-    """
-    e = eff(ctx)
-    if e.sagemaker:
-        return ()
-    for k in ("debug", "tpu_use_cluster"):
-        v = ctx.doc.data.get(k)
-        if isinstance(v, str) and v != "" and S.truth(v) is False:
-            if k == "tpu_use_cluster" and not e.is_xla:
-                continue
-            ctx.report((k,), f"{k} is the string {fmt(v)}, which is truthy: {k} is switched ON",
-                       f"write {k}: false (unquoted)")
     return ()
 
 

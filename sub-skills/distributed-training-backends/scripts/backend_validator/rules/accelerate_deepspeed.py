@@ -583,6 +583,11 @@ def inline_offload_ignored(ctx: Context):
         # findings are reported on these keys only, and only for an offload device (cpu or nvme):
         # no need to build the plugin's config
         return
+    st = block.get("zero_stage")
+    if (type(st) is int and st == 3) or st == "3":
+        # the plugin's ZeRO block gets stage int(str(zero_stage)) == 3, where ds-offload-ignored reports
+        # nothing: no need to compile consumer_model and the DeepSpeed ZeRO rules (start time)
+        return
     from .. import consumer_model as M
     try:
         cfg, _mp = M.accelerate_config({"deepspeed_config": block}, None)

@@ -1,11 +1,12 @@
 """Accelerate config rules: processes, GPUs, machines and ports - what launch requires, what the chosen
-launcher ignores, multi-node endpoints, mpirun (accelerate 1.15.0).
+launcher ignores, multi-node endpoints (accelerate 1.15.0). The rules on gpu_ids, use_cpu, mpirun_config and
+main_process_port are in accelerate_launch_keys.
 """
 from __future__ import annotations
 
 from ..core import rule
 from . import accelerate_schema as S
-from ._acc import LAUNCH, ULAUNCH, eff, fmt, report_unknown
+from ._acc import LAUNCH, ULAUNCH, eff, fmt
 
 
 @rule(id="acc-num-processes-required", severity="error", family="accelerate",
@@ -41,64 +42,6 @@ def num_processes_required(ctx):
     elif d.get("num_processes") == -1 and not isinstance(d.get("num_processes"), bool):
         ctx.report(("num_processes",), "num_processes: -1 makes accelerate launch stop unless "
                    "--num_processes is passed", "set the total number of processes")
-    return ()
-
-
-@rule(id="acc-gpu-ids-not-string", severity="error", family="accelerate",
-      summary="gpu_ids is a YAML number/list instead of a string such as '0,1' or all",
-      source=LAUNCH)
-def gpu_ids_not_string(ctx):
-    """Launch calls ``gpu_ids.split(',')``; YAML reads ``gpu_ids: 0`` as an integer (and ``0,1``
-    as the string it should be), so a single id must be quoted.
-
-    Fails:
-    ```yaml
-    distributed_type: 'NO'
-    gpu_ids: 0
-    num_processes: 1
-    ```
-    Passes:
-    ```yaml
-    distributed_type: 'NO'
-    gpu_ids: '0'
-    num_processes: 1
-    ```
-    """
-    d = ctx.doc.data
-    v = d.get("gpu_ids")
-    if "gpu_ids" in d and v is not None and not isinstance(v, str):
-        ctx.report(("gpu_ids",), f"gpu_ids is {fmt(v)} ({type(v).__name__}), not a string: accelerate launch "
-                   "fails calling .split(',') on it", "quote it: gpu_ids: '0' (or '0,1', or all)")
-    return ()
-
-
-@rule(id="acc-gpu-ids-too-few", severity="error", family="accelerate",
-      summary="multi-GPU single-machine run with fewer than two gpu_ids", source=LAUNCH)
-def gpu_ids_too_few(ctx):
-    """With a MULTI_* distributed_type on one machine, ``gpu_ids`` must list at least two ids
-    (or be ``all``).
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_GPU
-    gpu_ids: '0'
-    num_processes: 2
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_GPU
-    gpu_ids: '0,1'
-    num_processes: 2
-    ```
-    """
-    e = eff(ctx)
-    v = ctx.doc.data.get("gpu_ids")
-    nm = e.num_machines
-    if e.is_multi and isinstance(v, str) and v != "all" and len(v.split(",")) < 2 \
-            and isinstance(nm, int) and nm <= 1:
-        ctx.report(("gpu_ids",), f"gpu_ids {fmt(v)} names fewer than two GPUs for {e.dt} on one machine; "
-                   "accelerate launch refuses it", "list at least two ids ('0,1') or use all; for one GPU use "
-                   "distributed_type: 'NO'")
     return ()
 
 
@@ -196,33 +139,6 @@ def multinode_ip_unset(ctx):
     return ()
 
 
-@rule(id="acc-use-cpu-ignored", severity="warning", family="accelerate",
-      summary="use_cpu: true with a launcher that does not honour it (only --cpu does)",
-      source=f"{ULAUNCH}::prepare_multi_gpu_env")
-def use_cpu_ignored(ctx):
-    """``use_cpu`` is exported (``ACCELERATE_USE_CPU``) by the simple launcher only; under
-    MULTI_GPU, FSDP, DeepSpeed or Megatron-LM the run still targets the accelerators.
-
-    Fails:
-    ```yaml
-    distributed_type: FSDP
-    num_processes: 2
-    use_cpu: true
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_processes: 1
-    use_cpu: true
-    ```
-    """
-    e = eff(ctx)
-    if S.truth(ctx.doc.data.get("use_cpu")) and e.launcher in ("torchrun", "deepspeed", "tpu"):
-        ctx.report(("use_cpu",), f"use_cpu is ignored with distributed_type {fmt(e.dt)} (only the simple "
-                   "launcher exports it)", "use distributed_type MULTI_CPU or 'NO', or pass --cpu")
-    return ()
-
-
 @rule(id="acc-multi-cpu-single-process", severity="warning", family="accelerate",
       summary="MULTI_CPU without mpirun_config starts a single process",
       source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
@@ -253,74 +169,8 @@ def multi_cpu_single(ctx):
     return ()
 
 
-@rule(id="acc-mpirun-unknown-key", severity="warning", family="accelerate",
-      summary="unknown key in mpirun_config (silently ignored)", source=LAUNCH)
-def mpirun_unknown(ctx):
-    """``mpirun_config`` keys are copied verbatim; only ``mpirun_hostfile`` is read.
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_processes: 4
-    mpirun_config:
-      hostfile: /etc/hostfile
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_processes: 4
-    mpirun_config:
-      mpirun_hostfile: /etc/hostfile
-    ```
-    """
-    b = ctx.doc.data.get("mpirun_config")
-    if isinstance(b, dict):
-        report_unknown(ctx, "mpirun_config", [k for k in b if k not in S.MPIRUN_KEYS], S.MPIRUN_KEYS,
-                       "ignored by accelerate launch", strip=("mpirun_",))
-    return ()
-
-
-def _port_checked(e, d):
-    """prepare_multi_gpu_env / prepare_deepspeed_cmd_env probe the port on one machine or on rank 0."""
-    mr = d.get("machine_rank", 0)
-    return not e.multi_machine() or (int(mr) if isinstance(mr, (bool, int)) else S.as_int(mr)) == 0
-
-
 def _gpu_launcher(e):
     return e.launcher in ("torchrun", "deepspeed")
-
-
-@rule(id="acc-gpu-ids-fewer-than-processes", severity="warning", family="accelerate",
-      summary="gpu_ids lists fewer GPUs than processes per machine", source=f"{ULAUNCH}::prepare_multi_gpu_env")
-def gpu_ids_fewer(ctx):
-    """``gpu_ids`` becomes ``CUDA_VISIBLE_DEVICES`` while ``num_processes / num_machines`` processes are
-    started per machine; the surplus ranks have no GPU of their own (invalid device ordinal at run time).
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_GPU
-    gpu_ids: '0,1'
-    num_processes: 4
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_GPU
-    gpu_ids: '0,1,2,3'
-    num_processes: 4
-    ```
-    """
-    e = eff(ctx)
-    ids = ctx.doc.data.get("gpu_ids")
-    n = e.world_size()
-    nm = e.num_machines if isinstance(e.num_machines, int) and not isinstance(e.num_machines, bool) else None
-    if not _gpu_launcher(e) or not isinstance(ids, str) or ids == "all" or n is None or not nm or nm < 1:
-        return ()
-    per_node = n // nm
-    count = len([x for x in ids.split(",") if x.strip() != ""])
-    if 0 < count < per_node:
-        ctx.report(("gpu_ids",), f"gpu_ids names {count} GPU(s) but {per_node} processes start on each machine",
-                   f"list {per_node} GPU ids, or lower num_processes")
-    return ()
 
 
 @rule(id="acc-num-processes-not-divisible", severity="warning", family="accelerate",
@@ -479,30 +329,3 @@ def num_processes_ignored(ctx):
                    "or set num_processes: 1")
     return ()
 
-
-@rule(id="acc-port-out-of-range", severity="error", family="accelerate",
-      summary="main_process_port is outside 0-65535", source="accelerate/utils/other.py::is_port_in_use")
-def port_range(ctx):
-    """The torchrun and DeepSpeed launchers probe the port with a socket before starting; a port
-    outside 0-65535 fails there (0 picks a free port).
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_processes: 2
-    main_process_port: 295000
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_processes: 2
-    main_process_port: 29500
-    ```
-    """
-    e = eff(ctx)
-    v = ctx.doc.data.get("main_process_port")
-    if _gpu_launcher(e) and isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 65535 \
-            and _port_checked(e, ctx.doc.data):
-        ctx.report(("main_process_port",), f"main_process_port {v} is not a TCP port (0-65535)",
-                   "use a free port such as 29500, or 0 to pick one automatically")
-    return ()
