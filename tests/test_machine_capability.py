@@ -141,3 +141,17 @@ def test_oracle_accepts_fp16_configs_on_either_cpu(oracle_fp16_both_ways, value)
     r = oracle_fp16_both_ways[value]
     assert r["verdict"] == "accept", r
     assert r["engine"] == ("ran" if value else "ran (fp16 switched off: unsupported on CPU)"), r
+
+
+@pytest.mark.parametrize("value", [0, 1])
+def test_switch_survives_a_look_before_the_import(value):
+    """The import hook still patches torch when something looks torch up first without importing it
+    (tests/conftest.py finds torch's folder with importlib.util.find_spec before any test imports torch):
+    a lookup that consumed the hook left `make test-no-fp16` testing the real CPU answer."""
+    code = ("import importlib.util, sys; importlib.util.find_spec('torch'); importlib.util.find_spec('torch');"
+            "import torch; print('PROBE', bool(torch.ops.mkldnn._is_mkldnn_fp16_supported()))")
+    env = dict(os.environ, PDT_FORCE_CPU_FP16=str(value),
+               PYTHONPATH=os.pathsep.join([str(SHIM.parent), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert f"PROBE {bool(value)}" in p.stdout, p.stdout + p.stderr[-2000:]

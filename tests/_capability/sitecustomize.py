@@ -54,25 +54,35 @@ def patch_torch(torch, value: bool) -> None:
 
 
 class _PatchTorchOnImport:
-    """A meta-path finder that lets the normal finders load torch, then patches it."""
+    """A meta-path finder that lets the normal finders load torch, then patches it.
+
+    It stays on sys.meta_path until torch is really executed: a bare `importlib.util.find_spec("torch")`
+    (tests/conftest.py looks up torch's folder that way) only looks, and the next real import must still
+    be patched. It leaves itself out while it asks the other finders (no recursion)."""
 
     def __init__(self, value: bool):
         self.value = value
+        self._asking = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != "torch" or self._asking:
             return None
         import importlib.util
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
+        self._asking = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._asking = False
         if spec is None or spec.loader is None:
             return spec
         run = spec.loader.exec_module
-        value = self.value
+        value, finder = self.value, self
 
         def exec_module(module):
             run(module)
             patch_torch(module, value)
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
         spec.loader.exec_module = exec_module
         return spec
 
