@@ -426,20 +426,10 @@ def ds_zero3_persistence():
 
 
 def stub_transformers():
-    """accelerate 1.15.0 imports transformers.integrations whenever a DeepSpeedPlugin is selected
-    (DeepSpeedPlugin.set_deepspeed_weakref); transformers is not in the pinned environment. The
-    first case records that failure; then a two-name stand-in (HfDeepSpeedConfig is accelerate's
-    own class) lets the rest of the DeepSpeed path run for real."""
-    root = OUT / f"stub{res['rank']}"
-    (root / "transformers").mkdir(parents=True, exist_ok=True)
-    (root / "transformers" / "__init__.py").write_text("")
-    (root / "transformers" / "integrations.py").write_text(
-        "from accelerate.utils.deepspeed import HfDeepSpeedConfig\n"
-        "def unset_hf_deepspeed_config():\n    pass\n")
-    meta = root / "transformers-4.46.0.dist-info"
-    meta.mkdir(exist_ok=True)
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: transformers\nVersion: 4.46.0\n")
-    sys.path.insert(0, str(root))
+    """The transformers stand-in (tests/_transformers_stub.py) after the first case recorded the failure without it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _transformers_stub import install
+    install(OUT / f"stub{res['rank']}", "4.46.0")
 
 
 def ds_without_transformers():

@@ -478,19 +478,10 @@ def _():
 
 
 def stub_transformers():
-    """accelerate 1.15.0 imports transformers.integrations whenever a DeepSpeedPlugin is selected;
-    transformers is not pinned here, so a two-name stand-in (HfDeepSpeedConfig is accelerate's
-    own class) lets the rest of the path run for real."""
-    root = WORK / "stub"
-    (root / "transformers").mkdir(parents=True, exist_ok=True)
-    (root / "transformers" / "__init__.py").write_text("")
-    (root / "transformers" / "integrations.py").write_text(
-        "from accelerate.utils.deepspeed import HfDeepSpeedConfig\n"
-        "def unset_hf_deepspeed_config():\n    pass\n")
-    (root / "transformers-4.46.0.dist-info").mkdir(exist_ok=True)
-    (root / "transformers-4.46.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: transformers\nVersion: 4.46.0\n")
-    sys.path.insert(0, str(root))
+    """The transformers stand-in (tests/_transformers_stub.py) reporting 4.46.0, below the TP gate."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _transformers_stub import install
+    install(WORK / "stub", "4.46.0")
 
 
 @case("tp_config_before_stub")

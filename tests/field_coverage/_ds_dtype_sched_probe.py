@@ -100,18 +100,10 @@ def _():
 
 # ---------------------------------------------------------------- Accelerate side
 def stub_transformers():
-    """accelerate imports transformers.integrations for every DeepSpeed plugin; transformers is not
-    pinned in this repository, so a two-name stand-in (accelerate's own HfDeepSpeedConfig)."""
-    root = WORK / "stub"
-    (root / "transformers").mkdir(parents=True, exist_ok=True)
-    (root / "transformers" / "__init__.py").write_text("")
-    (root / "transformers" / "integrations.py").write_text(
-        "from accelerate.utils.deepspeed import HfDeepSpeedConfig\n"
-        "def unset_hf_deepspeed_config():\n    pass\n")
-    (root / "transformers-5.25.0.dist-info").mkdir(exist_ok=True)
-    (root / "transformers-5.25.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: transformers\nVersion: 5.25.0\n")
-    sys.path.insert(0, str(root))
+    """The transformers stand-in (tests/_transformers_stub.py) reporting the pinned 5.25.0."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _transformers_stub import install
+    install(WORK / "stub", "5.25.0")
 
 
 stub_transformers()
