@@ -26,8 +26,9 @@ CATALOG_IDS = {e["id"] for p in (SKILL / "catalog").glob("*.yaml") for e in yaml
 PREFIXES = ("accelerate-", "deepspeed-", "torch-", "transformers-", "dalle-", "tokenizers-", "nccl-", "cuda-",
             "os-", "python-")
 
-# Names of packages that are not installed, with where they were read (huggingface/transformers).
-TRANSFORMERS_NAMES = {
+# Names that live outside the scanned Python sources (transformers, the loader, DeepSpeed's setup), with where
+# they were read.
+OTHER_SOURCE_NAMES = {
     "per_device_train_batch_size": "src/transformers/training_args.py TrainingArguments",
     "ddp_timeout": "src/transformers/training_args.py TrainingArguments",
     "predict_with_generate": "src/transformers/training_args_seq2seq.py Seq2SeqTrainingArguments",
@@ -182,7 +183,7 @@ def _unknown_names(corpus):
             for name in _names(span):
                 parts = [name] if name.startswith("--") else [p for p in name.split(".") if p]
                 for part in parts:
-                    if part in corpus or part in TRANSFORMERS_NAMES or part in NOT_NAMES or part in own \
+                    if part in corpus or part in OTHER_SOURCE_NAMES or part in NOT_NAMES or part in own \
                             or part in FLIGHT_RECORDER_NAMES:
                         continue
                     if part.endswith((".py", ".json", ".yaml", ".md")):
