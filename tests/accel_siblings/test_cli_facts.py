@@ -182,6 +182,8 @@ def test_flags_belong_to_their_command(repo_root, doc_facts, oracle):
                for p in (repo_root / "sub-skills" / s / "examples").glob("*.py")}
     ds_zero = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0]) / "utils" / "zero_to_fp32.py"
     scripts["zero_to_fp32.py"] = script_options(ds_zero)
+    # the `deepspeed` launcher, named by its file where a doc shows the flags accelerate hands it
+    scripts["runner.py"] = script_options(ds_zero.parents[1] / "launcher" / "runner.py")
     # the bundle's validator, whose launch-command options configuration-and-cli names
     # (its parser lives in cli_args.py; cli.py keeps the argparse-free fast path)
     vdir = repo_root / "sub-skills/distributed-training-backends/scripts/backend_validator"
