@@ -61,6 +61,7 @@ import json
 import logging
 import operator
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -220,6 +221,7 @@ def run_one(item):
         os.chdir(old_cwd)
         os.environ.clear()
         os.environ.update(base_env)
+        shutil.rmtree(tmpdir, ignore_errors=True)  # one per item: left behind they piled up in /tmp
     return res
 
 
