@@ -46,6 +46,7 @@ import io
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 
@@ -236,12 +237,19 @@ def _clean_env():
 
 
 def run_job(job, acc_oracle):
+    d = tempfile.mkdtemp(prefix="consumer_")
+    try:
+        return _run_job(job, acc_oracle, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)  # one per job: left behind they piled up in /tmp
+
+
+def _run_job(job, acc_oracle, d):
     from accelerate.utils import DeepSpeedPlugin
     from accelerate.utils.environment import parse_choice_from_env
     from deepspeed.runtime.config import DeepSpeedConfig
 
     res = {"id": job["id"], "verdict": "accept", "stage": "", "message": ""}
-    d = tempfile.mkdtemp(prefix="consumer_")
     if job.get("json") is not None:
         with open(os.path.join(d, "ds_config.json"), "w", encoding="utf-8") as f:
             f.write(job["json"])
