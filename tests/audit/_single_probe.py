@@ -502,6 +502,36 @@ def _():
     return r
 
 
+@case("fsdp2_wrap_policy_and_ac")
+def _():
+    """fsdp2_prepare_auto_wrap_policy / fsdp2_apply_ac with NO_WRAP and with a model lacking _no_split_modules."""
+    import types
+
+    from accelerate.utils.fsdp_utils import fsdp2_apply_ac, fsdp2_prepare_auto_wrap_policy
+
+    def fake(plugin):
+        return types.SimpleNamespace(state=types.SimpleNamespace(fsdp_plugin=plugin))
+
+    def net():
+        return nn.Sequential(nn.Sequential(nn.Linear(4, 4)), nn.Sequential(nn.Linear(4, 4)))
+
+    r = {}
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, activation_checkpointing=True)
+    m = net()
+    p.set_auto_wrap_policy(m)
+    r["no_wrap_policy_is_none"] = fsdp2_prepare_auto_wrap_policy(p, m) is None
+    r["no_wrap_with_ac"] = raises(lambda: fsdp2_apply_ac(fake(p), m))
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, activation_checkpointing=True,
+                                       auto_wrap_policy="transformer_based_wrap")
+    m = net()  # no _no_split_modules, no transformer_cls_names_to_wrap
+    p.set_auto_wrap_policy(m)
+    pol = fsdp2_prepare_auto_wrap_policy(p, m)
+    r["no_split_policy_matches"] = sum(bool(pol(x)) for x in m.modules())
+    fsdp2_apply_ac(fake(p), m)
+    r["no_split_checkpoint_wrappers"] = sum(type(x).__name__ == "CheckpointWrapper" for x in m.modules())
+    return r
+
+
 @case("to_fsdp2_v2_unchanged")
 def _():
     from accelerate.commands.to_fsdp2 import convert_config_to_fsdp2

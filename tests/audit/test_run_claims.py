@@ -342,6 +342,15 @@ def test_context_parallel_mask_hook_and_load_balancer(single):
     assert "otherwise `_create_default_load_balancer` returns `None`" in doc
 
 
+def test_fsdp2_wrap_policy_gaps_and_activation_checkpointing(single):
+    w = single["fsdp2_wrap_policy_and_ac"]
+    assert w["no_wrap_policy_is_none"] is True            # fsdp2_prepare_model then builds no per-layer groups
+    assert w["no_wrap_with_ac"] == "TypeError: 'NoneType' object is not callable"
+    assert (w["no_split_policy_matches"], w["no_split_checkpoint_wrappers"]) == (0, 0)   # silently nothing
+    doc = text(DSF)
+    assert "with `NO_WRAP` `prepare` raises `TypeError` \"'NoneType' object is not callable\"" in doc
+
+
 def test_local_sgd_refuses_sharded_backends(single):
     for dt, got in single["local_sgd"].items():
         assert got.startswith("NotImplementedError"), dt
