@@ -436,6 +436,102 @@ def _():
     return r
 
 
+@case("fsdp2_mixed_precision_policy")
+def _():
+    """What `AcceleratorState` gives FSDP2 for mixed_precision bf16 (it calls set_mixed_precision(precision))."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    def dtypes(pol):
+        return {k: str(getattr(pol, k)) for k in ("param_dtype", "reduce_dtype", "output_dtype")}
+
+    r = {}
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True)
+    r["unset_before_state"] = p.mixed_precision_policy is None
+    p.set_mixed_precision("bf16")
+    r["default_bf16"] = dtypes(p.mixed_precision_policy)
+    mine = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, mixed_precision_policy=mine)
+    p.set_mixed_precision("bf16")
+    r["own_policy_kept"] = p.mixed_precision_policy is mine
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, mixed_precision_policy={
+        "param_dtype": torch.bfloat16, "reduce_dtype": torch.float32, "output_dtype": torch.bfloat16})
+    r["dict_policy"] = dtypes(p.mixed_precision_policy)
+    r["dict_without_output_dtype"] = raises(lambda: FullyShardedDataParallelPlugin(
+        fsdp_version=2, reshard_after_forward=True,
+        mixed_precision_policy={"param_dtype": torch.bfloat16, "reduce_dtype": torch.float32}))
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, mixed_precision_policy="fp16")
+    r["string_policy"] = dtypes(p.mixed_precision_policy)
+    return r
+
+
+@case("context_parallel_pieces")
+def _():
+    """The CP pieces that run without a CP mesh: the attention-mask hook, its refusal, the balancer choice."""
+    import types
+
+    from accelerate.big_modeling import _attach_context_parallel_hooks
+    from torch.distributed.tensor.experimental._context_parallel._load_balancer import (
+        _create_default_load_balancer)
+
+    seen = {}
+
+    class Attn(nn.Module):
+        def forward(self, x, attention_mask=None, is_causal=False):
+            seen.update(mask_is_none=attention_mask is None, is_causal=is_causal)
+            return x
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.self_attn = Attn()
+
+        def forward(self, x):
+            return self.self_attn(x, attention_mask=torch.ones(2, 2))
+
+    r = {}
+    m = Block()
+    m.config = types.SimpleNamespace(layer_types=["full_attention"])
+    _attach_context_parallel_hooks(m)
+    m(torch.zeros(2))
+    r["hooked_call"] = dict(seen)
+    sw = Block()
+    sw.config = types.SimpleNamespace(sliding_window=4096)
+    r["sliding_window"] = raises(lambda: _attach_context_parallel_hooks(sw))
+    r["balancer_8_over_2"] = type(_create_default_load_balancer(8, 2, "cpu")).__name__
+    r["balancer_6_over_2"] = type(_create_default_load_balancer(6, 2, "cpu")).__name__
+    return r
+
+
+@case("fsdp2_wrap_policy_and_ac")
+def _():
+    """fsdp2_prepare_auto_wrap_policy / fsdp2_apply_ac with NO_WRAP and with a model lacking _no_split_modules."""
+    import types
+
+    from accelerate.utils.fsdp_utils import fsdp2_apply_ac, fsdp2_prepare_auto_wrap_policy
+
+    def fake(plugin):
+        return types.SimpleNamespace(state=types.SimpleNamespace(fsdp_plugin=plugin))
+
+    def net():
+        return nn.Sequential(nn.Sequential(nn.Linear(4, 4)), nn.Sequential(nn.Linear(4, 4)))
+
+    r = {}
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, activation_checkpointing=True)
+    m = net()
+    p.set_auto_wrap_policy(m)
+    r["no_wrap_policy_is_none"] = fsdp2_prepare_auto_wrap_policy(p, m) is None
+    r["no_wrap_with_ac"] = raises(lambda: fsdp2_apply_ac(fake(p), m))
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, activation_checkpointing=True,
+                                       auto_wrap_policy="transformer_based_wrap")
+    m = net()  # no _no_split_modules, no transformer_cls_names_to_wrap
+    p.set_auto_wrap_policy(m)
+    pol = fsdp2_prepare_auto_wrap_policy(p, m)
+    r["no_split_policy_matches"] = sum(bool(pol(x)) for x in m.modules())
+    fsdp2_apply_ac(fake(p), m)
+    r["no_split_checkpoint_wrappers"] = sum(type(x).__name__ == "CheckpointWrapper" for x in m.modules())
+    return r
+
+
 @case("to_fsdp2_v2_unchanged")
 def _():
     from accelerate.commands.to_fsdp2 import convert_config_to_fsdp2

@@ -317,6 +317,40 @@ def test_fsdp_plugin_checks(single):
     assert single["to_fsdp2_v2_unchanged"] is True
 
 
+def test_fsdp2_mixed_precision_policy_from_accelerate(single):
+    m = single["fsdp2_mixed_precision_policy"]
+    bf16 = "torch.bfloat16"
+    assert m["unset_before_state"] is True
+    # the policy AcceleratorState builds for mixed_precision bf16: gradients are reduced in bf16 too
+    assert m["default_bf16"] == {"param_dtype": bf16, "reduce_dtype": bf16, "output_dtype": bf16}
+    assert m["own_policy_kept"] is True  # a policy given in code is not replaced by the run precision
+    assert m["dict_policy"] == {"param_dtype": bf16, "reduce_dtype": "torch.float32", "output_dtype": bf16}
+    assert "Must be a `dict` with keys ['param_dtype', 'reduce_dtype', 'output_dtype']" in m["dict_without_output_dtype"]
+    assert set(m["string_policy"].values()) == {"torch.float16"}
+    doc = text(DSF)
+    assert "`param_dtype`, `reduce_dtype` and `output_dtype` all bf16" in doc
+
+
+def test_context_parallel_mask_hook_and_load_balancer(single):
+    c = single["context_parallel_pieces"]
+    # the pre-hook on `*self_attn` drops the padding mask and forces causal attention
+    assert c["hooked_call"] == {"mask_is_none": True, "is_causal": True}
+    assert "Context parallelism does not support attention layers of type ['sliding_attention']" in c["sliding_window"]
+    # head-tail balancing only for a multiple of 2 x cp_size; otherwise no balancer, no error
+    assert (c["balancer_8_over_2"], c["balancer_6_over_2"]) == ("_HeadTailLoadBalancer", "NoneType")
+    doc = text(PAP)
+    assert "otherwise `_create_default_load_balancer` returns `None`" in doc
+
+
+def test_fsdp2_wrap_policy_gaps_and_activation_checkpointing(single):
+    w = single["fsdp2_wrap_policy_and_ac"]
+    assert w["no_wrap_policy_is_none"] is True            # fsdp2_prepare_model then builds no per-layer groups
+    assert w["no_wrap_with_ac"] == "TypeError: 'NoneType' object is not callable"
+    assert (w["no_split_policy_matches"], w["no_split_checkpoint_wrappers"]) == (0, 0)   # silently nothing
+    doc = text(DSF)
+    assert "with `NO_WRAP` `prepare` raises `TypeError` \"'NoneType' object is not callable\"" in doc
+
+
 def test_local_sgd_refuses_sharded_backends(single):
     for dt, got in single["local_sgd"].items():
         assert got.startswith("NotImplementedError"), dt

@@ -199,6 +199,12 @@ def section_fsdp(rank, world, r, tmp):
     fully_shard(m, ignored_params={m.l2.weight})
     r["ignored_param_type"] = type(m.l2.weight).__name__
     r["sharded_param_type"] = type(m.l1.weight).__name__
+    # ...and its gradient is not reduced: with rank-dependent inputs the ranks keep different grads
+    m(torch.full((2, 6), float(rank + 1))).sum().backward()
+    g = m.l2.weight.grad.detach().clone()
+    gs = [torch.zeros_like(g) for _ in range(world)]
+    dist.all_gather(gs, g)
+    r["ignored_grad_same_on_all_ranks"] = all(torch.equal(gs[0], x) for x in gs[1:])
 
     # StateDictOptions: ignore_frozen_params, strict, broadcast_from_rank0
     torch.manual_seed(0)

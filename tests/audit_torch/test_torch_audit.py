@@ -138,6 +138,7 @@ def test_fully_shard_defaults_and_parameter_replacement(audit_job):
         assert r["after_backward_types"] == {"child_l1": "DTensor", "root_l2": "DTensor"}
         assert r["cast_forward_inputs_seen"] == "torch.bfloat16"
         assert r["ignored_param_type"] == "Parameter" and r["sharded_param_type"] == "DTensor"
+        assert r["ignored_grad_same_on_all_ranks"] is False           # never reduced across ranks
 
 
 def test_set_requires_gradient_sync_false_defers_the_reduction(audit_job):

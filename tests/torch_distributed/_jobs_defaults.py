@@ -6,7 +6,7 @@ Usage: python _jobs_defaults.py JOB OUTDIR  -> each rank writes OUTDIR/JOB.rankN
                  config results, and whether a CPU collective works.
   fsdp2_generate a tiny language model whose embedding, final norm and head belong to the root
                  fully_shard group, blocks sharded on their own; `generate` calls the
-                 submodules without the root forward. Records the result without registration,
+                 submodules without the root forward (unlike Transformers 5.25, which calls self). Records the result without registration,
                  then after torch.distributed.fsdp.register_fsdp_forward_method(model, "generate"),
                  and the unsharded reference.
 Ranks rendezvous through a FileStore in OUTDIR; every group has a short timeout.
@@ -43,7 +43,7 @@ class TinyLM(nn.Module):
 
     @torch.no_grad()
     def generate(self, ids, steps=4):
-        # what generate() in Transformers does: call the submodules, never self(...)
+        # a generate that calls the submodules, never self(...) (Transformers 5.25 calls self.__call__)
         for _ in range(steps):
             h = self.embed(ids)
             for b in self.blocks:

@@ -208,7 +208,7 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
             comm += internode
             if M == 1:
                 why += "; on one node this is the same as full sharding"
-        load_peak = w * P                    # fsdp_cpu_ram_efficient_loading: rank 0 loads, others meta
+        load_peak = w * P                    # one shared memory-mapped copy (load in the checkpoint dtype)
         if offload != "none":
             off = gpu["parameters"] + gpu["gradients"] + gpu["optimizer_states"]
             gpu.update(parameters=0, gradients=0, optimizer_states=0)
