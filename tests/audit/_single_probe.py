@@ -676,4 +676,73 @@ def _():
     return r
 
 
+@case("compile_prefix")
+def _():
+    """Key names written for a torch.compile'd model: compiled by the user before prepare, or by
+    prepare through dynamo_backend (no forward runs, so nothing is compiled)."""
+    from safetensors.torch import load_file
+    r = {}
+    for how in ("user", "dynamo_backend"):
+        reset()
+        acc = Accelerator(dynamo_backend="inductor" if how == "dynamo_backend" else "no")
+        m = nn.Linear(2, 2)
+        if how == "user":
+            m = torch.compile(m)
+        pm = acc.prepare(m)
+        d = WORK / f"compile_{how}"
+        acc.save_model(pm, d / "m")
+        acc.save_state(d / "s")
+        r[how] = {
+            "prepared_type": type(pm).__name__,
+            "unwrap_keys": sorted(acc.unwrap_model(pm).state_dict()),
+            "unwrap_plain_keys": sorted(acc.unwrap_model(pm, keep_torch_compile=False).state_dict()),
+            "save_model_keys": sorted(load_file(d / "m" / "model.safetensors")),
+            "save_model_unwrapped_keys": None,
+            "save_state_keys": sorted(load_file(d / "s" / "model.safetensors")),
+        }
+        acc.save_model(acc.unwrap_model(pm, keep_torch_compile=False), d / "u")
+        r[how]["save_model_unwrapped_keys"] = sorted(load_file(d / "u" / "model.safetensors"))
+    # resume the user-compiled save_state folder without compiling, and the reverse
+    for saved, loader in (("user", "plain"), ("dynamo_backend", "user")):
+        reset()
+        acc = Accelerator()
+        m = nn.Linear(2, 2)
+        if loader == "user":
+            m = torch.compile(m)
+        pm = acc.prepare(m)
+        r[f"load_{saved}_into_{loader}"] = raises(lambda: acc.load_state(WORK / f"compile_{saved}" / "s"))
+    return r
+
+
+@case("mp_cpu")
+def _():
+    """What mixed_precision does on a CPU device: the scaler, autocast, and dtypes after a step."""
+    r = {}
+    for mp in ("fp16", "bf16"):
+        reset()
+        acc = Accelerator(mixed_precision=mp)
+        m = nn.Linear(4, 4)
+        opt = torch.optim.AdamW(m.parameters())
+        pm, opt = acc.prepare(m, opt)
+        y = pm(torch.randn(2, 4))
+        acc.backward(y.sum())
+        opt.step()
+        r[mp] = {"state": acc.mixed_precision, "native_amp": acc.native_amp, "scaler": acc.scaler is not None,
+                 "output": str(y.dtype), "output_cast_back": type(y.grad_fn).__name__ == "ToCopyBackward0",
+                 "param": str(pm.weight.dtype), "grad": str(pm.weight.grad.dtype),
+                 "exp_avg": str(opt.optimizer.state[pm.weight]["exp_avg"].dtype)}
+    # a model already in fp16 under a GradScaler (the fp16 path on a GPU): the scaler refuses its gradients
+    scaler = torch.amp.GradScaler("cpu")
+    half = nn.Linear(2, 2).half()
+    sgd = torch.optim.SGD(half.parameters(), lr=0.1)
+    scaler.scale(half(torch.randn(1, 2).half()).float().sum()).backward()
+    r["half_model_scaler_step"] = raises(lambda: scaler.step(sgd))
+    # an update smaller than bf16's spacing at 1.0 is lost; in fp32 it is kept
+    w16, w32 = torch.ones(1, dtype=torch.bfloat16), torch.ones(1)
+    w16 -= 1e-3
+    w32 -= 1e-3
+    r["bf16_update_lost"] = [w16.item(), round(w32.item(), 6)]
+    return r
+
+
 json.dump(out, sys.stdout, default=str)

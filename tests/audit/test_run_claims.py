@@ -575,3 +575,34 @@ def test_launch_exports_dynamic_false(single):
     t = text(CMD)
     assert "so a launched run gets `torch.compile(..., dynamic=False)`" in t
     assert "`TorchDynamoPlugin(dynamic=None)` built inside the launched script reads the same variable" in t
+
+
+# ======================================================================== session 5: compile keys, mixed precision
+def test_compiled_model_key_prefix(single):
+    c = single["compile_prefix"]
+    pre, plain = ["_orig_mod.bias", "_orig_mod.weight"], ["bias", "weight"]
+    for how in ("user", "dynamo_backend"):
+        r = c[how]
+        assert r["prepared_type"] == "OptimizedModule"
+        assert r["unwrap_keys"] == pre and r["unwrap_plain_keys"] == plain
+        assert r["save_model_keys"] == pre and r["save_model_unwrapped_keys"] == plain
+    assert c["user"]["save_state_keys"] == pre and c["dynamo_backend"]["save_state_keys"] == plain
+    a, b = c["load_user_into_plain"], c["load_dynamo_backend_into_user"]
+    assert a.startswith("RuntimeError") and "Unexpected key(s)" in a and '"_orig_mod.weight"' in a
+    assert b.startswith("RuntimeError") and "OptimizedModule" in b and 'Missing key(s) in state_dict: "_orig_mod.bias"' in b
+    t = text(CKPT)
+    assert "| `accelerator.save_state(dir)` | **prefixed** keys in `model.safetensors` | plain keys" in t
+
+
+def test_mixed_precision_dtypes_and_scaler(single):
+    m = single["mp_cpu"]
+    f, b = m["fp16"], m["bf16"]
+    assert f["state"] == "fp16" and f["native_amp"] is False and f["scaler"] is False
+    assert f["output_cast_back"] is False  # no autocast: the output never left fp32
+    assert b["native_amp"] is True and b["scaler"] is False and b["output_cast_back"] is True
+    for r in (f, b):
+        assert r["output"] == r["param"] == r["grad"] == r["exp_avg"] == "torch.float32"
+    assert m["half_model_scaler_step"] == "ValueError: Attempting to unscale FP16 gradients."
+    assert m["bf16_update_lost"] == [1.0, 0.999]
+    t = text(TL)
+    assert "`1 − 1e-3` stays `1.0` in bf16, `0.999` in fp32" in t
