@@ -702,6 +702,9 @@ def _():
         }
         acc.save_model(acc.unwrap_model(pm, keep_torch_compile=False), d / "u")
         r[how]["save_model_unwrapped_keys"] = sorted(load_file(d / "u" / "model.safetensors"))
+        inner = acc.unwrap_model(pm)
+        acc.save_model(getattr(inner, "_orig_mod", inner), d / "o")
+        r[how]["save_model_inner_keys"] = sorted(load_file(d / "o" / "model.safetensors"))
     # resume the user-compiled save_state folder without compiling, and the reverse
     for saved, loader in (("user", "plain"), ("dynamo_backend", "user")):
         reset()

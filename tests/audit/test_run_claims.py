@@ -585,7 +585,7 @@ def test_compiled_model_key_prefix(single):
         r = c[how]
         assert r["prepared_type"] == "OptimizedModule"
         assert r["unwrap_keys"] == pre and r["unwrap_plain_keys"] == plain
-        assert r["save_model_keys"] == pre and r["save_model_unwrapped_keys"] == plain
+        assert r["save_model_keys"] == pre and r["save_model_unwrapped_keys"] == r["save_model_inner_keys"] == plain
     assert c["user"]["save_state_keys"] == pre and c["dynamo_backend"]["save_state_keys"] == plain
     a, b = c["load_user_into_plain"], c["load_dynamo_backend_into_user"]
     assert a.startswith("RuntimeError") and "Unexpected key(s)" in a and '"_orig_mod.weight"' in a
@@ -606,3 +606,16 @@ def test_mixed_precision_dtypes_and_scaler(single):
     assert m["bf16_update_lost"] == [1.0, 0.999]
     t = text(TL)
     assert "`1 − 1e-3` stays `1.0` in bf16, `0.999` in fp32" in t
+
+
+def test_ddp_compiled_model_keys(launched):
+    pre, plain = ["_orig_mod.weight"], ["weight"]
+    for r in launched["ranks"]:
+        c = r["ddp_compiled_keys"]
+        u, d = c["user"], c["dynamo_backend"]
+        # compiled before prepare: DDP(OptimizedModule); keep_torch_compile=False cannot reach inside
+        assert u["prepared"] == "DistributedDataParallel" and u["unwrap_no_keep"] == "OptimizedModule"
+        assert u["m"] == u["u"] == u["s"] == pre and u["o"] == plain
+        # compiled by prepare: OptimizedModule(DDP); save_state writes the registered, uncompiled model
+        assert d["prepared"] == "OptimizedModule" and d["unwrap_no_keep"] == "Linear"
+        assert d["m"] == pre and d["u"] == d["o"] == d["s"] == plain
