@@ -748,4 +748,45 @@ def _():
     return r
 
 
+@case("tracker_blank")
+def _():
+    """get_tracker when this process holds no tracker (what every non-main rank sees, since
+    init_trackers runs on the main process only) and when another tracker is active."""
+    from accelerate.tracking import GeneralTracker
+    r = {}
+    acc = Accelerator()
+    t = acc.get_tracker("wandb", unwrap=True)
+    r["blank_type"] = type(t).__name__
+    t.log({"x": 1})
+    t.finish()
+    r["blank_log_finish"] = "no-op"
+    r["blank_tracker_attr"] = raises(lambda: t.tracker)
+    r["blank_wandb_method"] = raises(lambda: t.define_metric("x"))
+
+    class Mem(GeneralTracker):
+        name = "mem"
+        requires_logging_directory = False
+
+        def __init__(self):
+            super().__init__()
+            self.rows = []
+
+        @property
+        def tracker(self):
+            return self.rows
+
+        def store_init_configuration(self, values):
+            pass
+
+        def log(self, values, step=None, **kwargs):
+            self.rows.append(values)
+
+    reset()
+    acc = Accelerator(log_with=Mem())
+    acc.init_trackers("p")
+    r["active_other_name"] = raises(lambda: acc.get_tracker("wandb"))
+    r["active_unwrap_type"] = type(acc.get_tracker("mem", unwrap=True)).__name__
+    return r
+
+
 json.dump(out, sys.stdout, default=str)

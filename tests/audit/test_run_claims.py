@@ -619,3 +619,12 @@ def test_ddp_compiled_model_keys(launched):
         # compiled by prepare: OptimizedModule(DDP); save_state writes the registered, uncompiled model
         assert d["prepared"] == "OptimizedModule" and d["unwrap_no_keep"] == "Linear"
         assert d["m"] == pre and d["u"] == d["o"] == d["s"] == plain
+
+
+def test_get_tracker_blank_stand_in(single):
+    t = single["tracker_blank"]
+    assert t["blank_type"] == "GeneralTracker" and t["blank_log_finish"] == "no-op"
+    assert t["blank_tracker_attr"] == "AttributeError: 'GeneralTracker' object has no attribute 'tracker'"
+    assert t["blank_wandb_method"] == "AttributeError: 'GeneralTracker' object has no attribute 'define_metric'"
+    assert t["active_other_name"].startswith("ValueError: wandb is not an available tracker stored inside")
+    assert t["active_unwrap_type"] == "list"  # unwrap=True returns the tracker's own `.tracker` object
