@@ -132,6 +132,30 @@ def shuffle_and_scheduler():
     dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, shuffle=True))
     out["epochs"] = [[int(x) for b in dl for x in b] for _ in range(2)]
     out["rng_types"] = dl.rng_types
+
+    class PermSampler(torch.utils.data.Sampler):
+        """A custom sampler with no `generator` attribute: draws from the global torch RNG."""
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(torch.randperm(self.n).tolist())
+
+        def __len__(self):
+            return self.n
+
+    for name, sampler in (("custom_sampler", PermSampler(16)),
+                          ("weighted_sampler", torch.utils.data.WeightedRandomSampler([1.0] * 16, 16, replacement=False))):
+        reset()
+        torch.manual_seed(100 + res["rank"])
+        acc = Accelerator(cpu=True)
+        dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, sampler=sampler))
+        out[name] = {"items": [int(x) for b in dl for x in b], "rng_types": dl.rng_types}
+    reset()
+    acc = Accelerator(cpu=True)
+    ds_sampler = torch.utils.data.distributed.DistributedSampler(list(range(16)), shuffle=False)
+    dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, sampler=ds_sampler))
+    out["distributed_sampler"] = {"items": [int(x) for b in dl for x in b], "len": len(dl)}
     reset()
     acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
     opt = torch.optim.SGD(model().parameters(), lr=0.1)

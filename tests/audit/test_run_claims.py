@@ -628,3 +628,22 @@ def test_get_tracker_blank_stand_in(single):
     assert t["blank_wandb_method"] == "AttributeError: 'GeneralTracker' object has no attribute 'define_metric'"
     assert t["active_other_name"].startswith("ValueError: wandb is not an available tracker stored inside")
     assert t["active_unwrap_type"] == "list"  # unwrap=True returns the tracker's own `.tracker` object
+
+
+def test_custom_sampler_without_generator_is_not_synchronized(launched):
+    """A sampler with a `generator` attribute (WeightedRandomSampler) gets a generator that rank 0
+    broadcasts: disjoint shares. A custom sampler without one draws from each rank's own global RNG:
+    with different seeds the ranks' shares overlap and miss samples, and "generator" leaves rng_types."""
+    r0, r1 = (r["shuffle_sched"] for r in launched["ranks"])
+    w0, w1 = r0["weighted_sampler"]["items"], r1["weighted_sampler"]["items"]
+    assert sorted(w0 + w1) == list(range(16)) and not set(w0) & set(w1)
+    assert r0["weighted_sampler"]["rng_types"] == ["generator"]
+    c0, c1 = r0["custom_sampler"]["items"], r1["custom_sampler"]["items"]
+    assert len(c0) == len(c1) == 8 and set(c0) & set(c1) and len(set(c0 + c1)) < 16
+    assert r0["custom_sampler"]["rng_types"] == []
+
+
+def test_distributed_sampler_under_prepare_is_sharded_twice(launched):
+    """prepare does not recognise torch's DistributedSampler: each rank's half is split again."""
+    r0, r1 = (r["shuffle_sched"]["distributed_sampler"] for r in launched["ranks"])
+    assert r0 == {"items": [0, 2, 8, 10], "len": 2} and r1 == {"items": [5, 7, 13, 15], "len": 2}
