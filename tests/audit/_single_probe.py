@@ -789,4 +789,24 @@ def _():
     return r
 
 
+@case("unequal_nodes_accelerate")
+def _():
+    """The --nproc_per_node accelerate launch hands torchrun on each node, from that node's own
+    --num_processes and --num_machines (8 + 2 GPUs): one shared value, then per-node values."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+    r = {}
+    for label, n, rank in (("shared_10_node0", 10, 0), ("shared_10_node1", 10, 1),
+                           ("own_16_node0", 16, 0), ("own_4_node1", 4, 1)):
+        args = launch_command_parser().parse_args(
+            ["--multi_gpu", "--num_machines", "2", "--num_processes", str(n), "--machine_rank", str(rank),
+             "--main_process_ip", "10.0.0.1", "--main_process_port", "29500", "train.py"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _validate_launch_command(args)
+        prepare_multi_gpu_env(args)
+        r[label] = [args.nproc_per_node, args.nnodes, args.node_rank]
+    return r
+
+
 json.dump(out, sys.stdout, default=str)

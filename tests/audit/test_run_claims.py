@@ -647,3 +647,9 @@ def test_distributed_sampler_under_prepare_is_sharded_twice(launched):
     """prepare does not recognise torch's DistributedSampler: each rank's half is split again."""
     r0, r1 = (r["shuffle_sched"]["distributed_sampler"] for r in launched["ranks"])
     assert r0 == {"items": [0, 2, 8, 10], "len": 2} and r1 == {"items": [5, 7, 13, 15], "len": 2}
+
+
+def test_accelerate_launch_per_node_process_count(single):
+    u = single["unequal_nodes_accelerate"]
+    assert u["shared_10_node0"][0] == u["shared_10_node1"][0] == "5"
+    assert u["own_16_node0"] == ["8", "2", 0] and u["own_4_node1"] == ["2", "2", 1]
