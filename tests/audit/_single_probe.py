@@ -809,4 +809,42 @@ def _():
     return r
 
 
+@case("load_before_prepare")
+def _():
+    """load_state called before prepare: what reaches the model, and what the log says."""
+    import logging
+    r = {}
+    d = WORK / "load_before_prepare"
+    acc = Accelerator()
+    m = nn.Linear(2, 2)
+    nn.init.constant_(m.weight, 7.0)
+    acc.prepare(m, torch.optim.SGD(m.parameters(), lr=0.1))
+    acc.step = 5
+    acc.save_state(d)
+    reset()
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda rec: records.append(rec.getMessage())
+    lg = logging.getLogger("accelerate.checkpointing")
+    old_level = lg.level
+    lg.addHandler(handler)
+    lg.setLevel(logging.INFO)
+    try:
+        acc = Accelerator()
+        m = nn.Linear(2, 2)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        r["load"] = raises(lambda: acc.load_state(d))
+        r["weight_after_load"] = float(m.weight[0, 0])
+        r["step_after_load"] = acc.step
+        pm, opt = acc.prepare(m, opt)
+        r["weight_after_prepare"] = float(pm.weight[0, 0])
+        acc.load_state(d)
+        r["weight_after_prepare_then_load"] = float(pm.weight[0, 0])
+    finally:
+        lg.removeHandler(handler)
+        lg.setLevel(old_level)
+    r["says_loaded"] = any("All model weights loaded successfully" in x for x in records)
+    return r
+
+
 json.dump(out, sys.stdout, default=str)

@@ -653,3 +653,10 @@ def test_accelerate_launch_per_node_process_count(single):
     u = single["unequal_nodes_accelerate"]
     assert u["shared_10_node0"][0] == u["shared_10_node1"][0] == "5"
     assert u["own_16_node0"] == ["8", "2", 0] and u["own_4_node1"] == ["2", "2", 1]
+
+
+def test_load_state_before_prepare_loads_nothing(single):
+    r = single["load_before_prepare"]
+    assert r["load"] == "accepted" and r["says_loaded"] is True and r["step_after_load"] == 5
+    assert r["weight_after_load"] == r["weight_after_prepare"] != 7.0
+    assert r["weight_after_prepare_then_load"] == 7.0
