@@ -660,3 +660,13 @@ def test_load_state_before_prepare_loads_nothing(single):
     assert r["load"] == "accepted" and r["says_loaded"] is True and r["step_after_load"] == 5
     assert r["weight_after_load"] == r["weight_after_prepare"] != 7.0
     assert r["weight_after_prepare_then_load"] == 7.0
+
+
+def test_accelerate_launch_reads_pet_variables(single):
+    r = single["accelerate_launch_pet_env"]
+    one, two = r["one_machine"], r["two_machines_rank_0"]
+    assert one["nnodes"] == "2" and one["node_rank"] == "1" and one["nproc_per_node"] == "2"
+    assert one["rdzv_backend"] == "static" and one["endpoint_used"] == "job-worker-0:29400"
+    assert two["nnodes"] == "2" and two["node_rank"] == "0" and two["nproc_per_node"] == "8"
+    assert two["endpoint_used"] == "10.0.0.1:29500"
+    assert r["one_machine_no_rdzv_endpoint"] == {"nnodes": "2", "endpoint_used": "job-master-0:29500"}
