@@ -889,4 +889,23 @@ def _():
     return r
 
 
+@case("rtx40_p2p_check")
+def _():
+    """accelerate's RTX 40xx P2P/IB check with nvidia-smi's answers replaced (no GPU needed)."""
+    import accelerate.utils.environment as envmod
+    r = {}
+    saved = envmod.get_gpu_info, envmod.get_driver_version
+    try:
+        for label, names, driver in (("two_4090_driver_535", ["NVIDIA GeForce RTX 4090"] * 2, "535.104.05"),
+                                     ("two_4090_driver_550_54", ["NVIDIA GeForce RTX 4090"] * 2, "550.54.14"),
+                                     ("one_4090_driver_535", ["NVIDIA GeForce RTX 4090"], "535.104.05"),
+                                     ("two_a100_driver_535", ["NVIDIA A100-SXM4-80GB"] * 2, "535.104.05")):
+            envmod.get_gpu_info = lambda names=names: (names, len(names))
+            envmod.get_driver_version = lambda driver=driver: driver
+            r[label] = envmod.check_cuda_p2p_ib_support()
+    finally:
+        envmod.get_gpu_info, envmod.get_driver_version = saved
+    return r
+
+
 json.dump(out, sys.stdout, default=str)

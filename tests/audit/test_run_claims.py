@@ -670,3 +670,8 @@ def test_accelerate_launch_reads_pet_variables(single):
     assert two["nnodes"] == "2" and two["node_rank"] == "0" and two["nproc_per_node"] == "8"
     assert two["endpoint_used"] == "10.0.0.1:29500"
     assert r["one_machine_no_rdzv_endpoint"] == {"nnodes": "2", "endpoint_used": "job-master-0:29500"}
+
+
+def test_rtx40_p2p_check(single):
+    assert single["rtx40_p2p_check"] == {"two_4090_driver_535": False, "two_4090_driver_550_54": True,
+                                         "one_4090_driver_535": True, "two_a100_driver_535": True}
