@@ -6,7 +6,7 @@ error) so the test names what failed.
 Part A, data parallel (the real `Accelerator(cpu=True)`, MULTI_CPU over gloo): the environment
   torchrun exported, a DDP comm hook registered at prepare, preparing the original model a second
   time (and what save_state writes then), split_between_processes with padding, and a
-  ParallelismConfig under MULTI_CPU.
+  ParallelismConfig under MULTI_CPU; the key names a compiled model is saved under.
 Part B, DeepSpeed through the real `Accelerator` (DS_ACCELERATOR=cpu, gloo), one fresh
   `AcceleratorState` per case. accelerate 1.15.0 imports transformers for every DeepSpeed run;
   the first case records that, then a two-name stand-in package lets the rest run.
@@ -132,6 +132,30 @@ def shuffle_and_scheduler():
     dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, shuffle=True))
     out["epochs"] = [[int(x) for b in dl for x in b] for _ in range(2)]
     out["rng_types"] = dl.rng_types
+
+    class PermSampler(torch.utils.data.Sampler):
+        """A custom sampler with no `generator` attribute: draws from the global torch RNG."""
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(torch.randperm(self.n).tolist())
+
+        def __len__(self):
+            return self.n
+
+    for name, sampler in (("custom_sampler", PermSampler(16)),
+                          ("weighted_sampler", torch.utils.data.WeightedRandomSampler([1.0] * 16, 16, replacement=False))):
+        reset()
+        torch.manual_seed(100 + res["rank"])
+        acc = Accelerator(cpu=True)
+        dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, sampler=sampler))
+        out[name] = {"items": [int(x) for b in dl for x in b], "rng_types": dl.rng_types}
+    reset()
+    acc = Accelerator(cpu=True)
+    ds_sampler = torch.utils.data.distributed.DistributedSampler(list(range(16)), shuffle=False)
+    dl = acc.prepare(torch.utils.data.DataLoader(list(range(16)), batch_size=2, sampler=ds_sampler))
+    out["distributed_sampler"] = {"items": [int(x) for b in dl for x in b], "len": len(dl)}
     reset()
     acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
     opt = torch.optim.SGD(model().parameters(), lr=0.1)
@@ -261,6 +285,35 @@ def resume_with_more_ranks():
 
 
 guarded("resume_more_ranks", resume_with_more_ranks)
+reset()
+
+
+def ddp_compiled_keys():
+    """Under DDP: which object unwrap_model returns and which key names save_model/save_state
+    write, for a model compiled by the user before prepare and by prepare (dynamo_backend).
+    No forward runs, so nothing is compiled."""
+    from safetensors.torch import load_file
+    out = {}
+    for how in ("user", "dynamo_backend"):
+        reset()
+        acc = Accelerator(cpu=True, dynamo_backend="inductor" if how == "dynamo_backend" else "no")
+        net = model()
+        pm = acc.prepare(torch.compile(net) if how == "user" else net)
+        plain = acc.unwrap_model(pm, keep_torch_compile=False)
+        d = OUT / f"ddp_compile_{how}"
+        acc.save_model(pm, str(d / "m"))
+        acc.save_model(plain, str(d / "u"))
+        inner = acc.unwrap_model(pm)
+        acc.save_model(getattr(inner, "_orig_mod", inner), str(d / "o"))
+        acc.save_state(str(d / "s"))
+        acc.wait_for_everyone()
+        out[how] = {"prepared": type(pm).__name__, "unwrap_no_keep": type(plain).__name__}
+        for k in ("m", "u", "o", "s"):
+            out[how][k] = sorted(load_file(str(d / k / "model.safetensors")))
+    return out
+
+
+guarded("ddp_compiled_keys", ddp_compiled_keys)
 reset()
 
 

@@ -609,3 +609,103 @@ def test_launch_exports_dynamic_false(single):
     t = text(CMD)
     assert "so a launched run gets `torch.compile(..., dynamic=False)`" in t
     assert "`TorchDynamoPlugin(dynamic=None)` built inside the launched script reads the same variable" in t
+
+
+# ======================================================================== session 5: compile keys, mixed precision
+def test_compiled_model_key_prefix(single):
+    c = single["compile_prefix"]
+    pre, plain = ["_orig_mod.bias", "_orig_mod.weight"], ["bias", "weight"]
+    for how in ("user", "dynamo_backend"):
+        r = c[how]
+        assert r["prepared_type"] == "OptimizedModule"
+        assert r["unwrap_keys"] == pre and r["unwrap_plain_keys"] == plain
+        assert r["save_model_keys"] == pre and r["save_model_unwrapped_keys"] == r["save_model_inner_keys"] == plain
+    assert c["user"]["save_state_keys"] == pre and c["dynamo_backend"]["save_state_keys"] == plain
+    a, b = c["load_user_into_plain"], c["load_dynamo_backend_into_user"]
+    assert a.startswith("RuntimeError") and "Unexpected key(s)" in a and '"_orig_mod.weight"' in a
+    assert b.startswith("RuntimeError") and "OptimizedModule" in b and 'Missing key(s) in state_dict: "_orig_mod.bias"' in b
+    t = text(CKPT)
+    assert "| `accelerator.save_state(dir)` | **prefixed** keys in `model.safetensors` | plain keys" in t
+
+
+def test_mixed_precision_dtypes_and_scaler(single):
+    m = single["mp_cpu"]
+    f, b = m["fp16"], m["bf16"]
+    assert f["state"] == "fp16" and f["native_amp"] is False and f["scaler"] is False
+    assert f["output_cast_back"] is False  # no autocast: the output never left fp32
+    assert b["native_amp"] is True and b["scaler"] is False and b["output_cast_back"] is True
+    for r in (f, b):
+        assert r["output"] == r["param"] == r["grad"] == r["exp_avg"] == "torch.float32"
+    assert m["half_model_scaler_step"] == "ValueError: Attempting to unscale FP16 gradients."
+    assert m["bf16_update_lost"] == [1.0, 0.999]
+    t = text(TL)
+    assert "`1 − 1e-3` stays `1.0` in bf16, `0.999` in fp32" in t
+
+
+def test_ddp_compiled_model_keys(launched):
+    pre, plain = ["_orig_mod.weight"], ["weight"]
+    for r in launched["ranks"]:
+        c = r["ddp_compiled_keys"]
+        u, d = c["user"], c["dynamo_backend"]
+        # compiled before prepare: DDP(OptimizedModule); keep_torch_compile=False cannot reach inside
+        assert u["prepared"] == "DistributedDataParallel" and u["unwrap_no_keep"] == "OptimizedModule"
+        assert u["m"] == u["u"] == u["s"] == pre and u["o"] == plain
+        # compiled by prepare: OptimizedModule(DDP); save_state writes the registered, uncompiled model
+        assert d["prepared"] == "OptimizedModule" and d["unwrap_no_keep"] == "Linear"
+        assert d["m"] == pre and d["u"] == d["o"] == d["s"] == plain
+
+
+def test_get_tracker_blank_stand_in(single):
+    t = single["tracker_blank"]
+    assert t["blank_type"] == "GeneralTracker" and t["blank_log_finish"] == "no-op"
+    assert t["blank_tracker_attr"] == "AttributeError: 'GeneralTracker' object has no attribute 'tracker'"
+    assert t["blank_wandb_method"] == "AttributeError: 'GeneralTracker' object has no attribute 'define_metric'"
+    assert t["active_other_name"].startswith("ValueError: wandb is not an available tracker stored inside")
+    assert t["active_unwrap_type"] == "list"  # unwrap=True returns the tracker's own `.tracker` object
+
+
+def test_custom_sampler_without_generator_is_not_synchronized(launched):
+    """A sampler with a `generator` attribute (WeightedRandomSampler) gets a generator that rank 0
+    broadcasts: disjoint shares. A custom sampler without one draws from each rank's own global RNG:
+    with different seeds the ranks' shares overlap and miss samples, and "generator" leaves rng_types."""
+    r0, r1 = (r["shuffle_sched"] for r in launched["ranks"])
+    w0, w1 = r0["weighted_sampler"]["items"], r1["weighted_sampler"]["items"]
+    assert sorted(w0 + w1) == list(range(16)) and not set(w0) & set(w1)
+    assert r0["weighted_sampler"]["rng_types"] == ["generator"]
+    c0, c1 = r0["custom_sampler"]["items"], r1["custom_sampler"]["items"]
+    assert len(c0) == len(c1) == 8 and set(c0) & set(c1) and len(set(c0 + c1)) < 16
+    assert r0["custom_sampler"]["rng_types"] == []
+
+
+def test_distributed_sampler_under_prepare_is_sharded_twice(launched):
+    """prepare does not recognise torch's DistributedSampler: each rank's half is split again."""
+    r0, r1 = (r["shuffle_sched"]["distributed_sampler"] for r in launched["ranks"])
+    assert r0 == {"items": [0, 2, 8, 10], "len": 2} and r1 == {"items": [5, 7, 13, 15], "len": 2}
+
+
+def test_accelerate_launch_per_node_process_count(single):
+    u = single["unequal_nodes_accelerate"]
+    assert u["shared_10_node0"][0] == u["shared_10_node1"][0] == "5"
+    assert u["own_16_node0"] == ["8", "2", 0] and u["own_4_node1"] == ["2", "2", 1]
+
+
+def test_load_state_before_prepare_loads_nothing(single):
+    r = single["load_before_prepare"]
+    assert r["load"] == "accepted" and r["says_loaded"] is True and r["step_after_load"] == 5
+    assert r["weight_after_load"] == r["weight_after_prepare"] != 7.0
+    assert r["weight_after_prepare_then_load"] == 7.0
+
+
+def test_accelerate_launch_reads_pet_variables(single):
+    r = single["accelerate_launch_pet_env"]
+    one, two = r["one_machine"], r["two_machines_rank_0"]
+    assert one["nnodes"] == "2" and one["node_rank"] == "1" and one["nproc_per_node"] == "2"
+    assert one["rdzv_backend"] == "static" and one["endpoint_used"] == "job-worker-0:29400"
+    assert two["nnodes"] == "2" and two["node_rank"] == "0" and two["nproc_per_node"] == "8"
+    assert two["endpoint_used"] == "10.0.0.1:29500"
+    assert r["one_machine_no_rdzv_endpoint"] == {"nnodes": "2", "endpoint_used": "job-master-0:29500"}
+
+
+def test_rtx40_p2p_check(single):
+    assert single["rtx40_p2p_check"] == {"two_4090_driver_535": False, "two_4090_driver_550_54": True,
+                                         "one_4090_driver_535": True, "two_a100_driver_535": True}

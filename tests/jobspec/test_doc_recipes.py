@@ -61,3 +61,26 @@ def test_recipe_expansion_matches_bash(name, tmp_path, monkeypatch):
     import test_real_bash as trb
     monkeypatch.setitem(trb.EXTRA, "recipe", recipes()[name])
     trb.test_expansion_matches_bash("recipe", tmp_path)
+
+
+TASK_PER_GPU = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH {gpus}
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_PORT=29500
+srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS python train.py'
+"""
+
+
+@pytest.mark.parametrize("gpus,flagged", [("--gpus-per-task=1", True), ("--gres=gpu:4", False)])
+def test_task_per_gpu_local_rank_needs_every_gpu_visible(gpus, flagged, tmp_path):
+    """The schedulers page's note under the recipes: LOCAL_RANK=$SLURM_LOCALID with one GPU bound per task."""
+    p = tmp_path / "job.sbatch"
+    p.write_text(TASK_PER_GPU.format(gpus=gpus))
+    res = check_job_spec(str(p), "job", cwd=str(tmp_path))
+    hits = [f.message for f in res.findings if f.rule == "jobspec-processes-exceed-gpus"]
+    assert bool(hits) is flagged, hits
+    if flagged:
+        assert "LOCAL_RANK=1 but sees 1 GPU(s)" in hits[0]
+    assert "`--job-spec` reports it as `jobspec-processes-exceed-gpus`" in " ".join(SCHED.read_text().split())

@@ -119,3 +119,41 @@ def test_which_node_hosts_the_rendezvous_store():
     store = _create_tcp_store(params("true"))
     store.set("k", "v")
     assert store.get("k") == b"v"
+
+
+def _assign(counts, identical, monkeypatch):
+    """Each node's agent (one thread each, own store client) runs torchrun's rank assignment with its
+    own --nproc-per-node; returns {node: [(local_rank, global_rank, world_size), ...]}."""
+    from datetime import timedelta
+
+    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent, WorkerSpec
+    monkeypatch.setenv("TORCH_ELASTIC_WORKER_IDENTICAL", "1" if identical else "0")
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=20))
+    out, errors = {}, []
+
+    def agent(node, n):
+        try:
+            client = dist.TCPStore("127.0.0.1", store.port, is_master=False, timeout=timedelta(seconds=20))
+            spec = WorkerSpec(role="default", local_world_size=n, rdzv_handler=None, entrypoint="train.py")
+            workers = SimpleElasticAgent._assign_worker_ranks(None, client, node, len(counts), spec)
+            out[node] = [(w.local_rank, w.global_rank, w.world_size) for w in workers]
+        except Exception as e:  # reported by the assertion below
+            errors.append(f"{node}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=agent, args=(i, n), daemon=True) for i, n in enumerate(counts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(out) == len(counts), (errors, out)
+    return out
+
+
+def test_unequal_nodes_get_rank_blocks_and_summed_world_size(monkeypatch):
+    out = _assign([2, 1], identical=False, monkeypatch=monkeypatch)
+    assert out == {0: [(0, 0, 3), (1, 1, 3)], 1: [(0, 2, 3)]}
+    fast = _assign([2, 1], identical=True, monkeypatch=monkeypatch)
+    assert fast == {0: [(0, 0, 4), (1, 1, 4)], 1: [(0, 1, 2)]}   # each node assumes all nodes are like it
+    text = " ".join(DOC.read_text().split())
+    assert "ranks 0-1 and 2, `WORLD_SIZE` 3 on all three" in text
+    assert "the 2-worker node says `WORLD_SIZE` 4 and the 1-worker node `WORLD_SIZE` 2, rank 1" in text

@@ -189,6 +189,13 @@ def _scheduler_name(name: str) -> bool:
         return "num_processes" in ClusterConfig.__dataclass_fields__
     return False
 # --- end schedulers ---
+# accelerate launch, named where launch-torchrun.md and schedulers-slurm-kubernetes.md explain what it hands torchrun:
+# its flags come from accelerate's own parser, its functions from the two modules that build torchrun's arguments
+ACCELERATE_LAUNCH_FLAGS = {o for a in importlib.import_module("accelerate.commands.launch").launch_command_parser()._actions
+                           for o in a.option_strings}
+NAMESPACES += [importlib.import_module("accelerate.commands.launch"), importlib.import_module("accelerate.utils.launch")]
+OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.config_args").ClusterConfig.__dataclass_fields__
+              if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
 
@@ -359,7 +366,7 @@ def test_flags_are_torchrun_or_launch_flags_or_listed_external():
             flag = tok.split("=")[0].strip(",")
             if not flag.startswith("--") or flag in ("--", "--help"):
                 continue
-            if flag in run_flags or f'"{flag}"' in launch or flag in EXTERNAL:
+            if flag in run_flags or f'"{flag}"' in launch or flag in EXTERNAL or flag in ACCELERATE_LAUNCH_FLAGS:
                 continue
             if flag == "--local-rank" and '"--local-rank"' in launch:
                 continue

@@ -339,6 +339,12 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
                              f"GPU(s) per {unit} are requested: processes share a GPU or fail with 'invalid device "
                              "ordinal'", f"request {total} GPUs per {unit} or start {step.gpus_per_node} processes",
                              where))
+        elif launcher == "python" and step.gpus_per_task is not None and _local_rank_beyond(views, step.gpus_per_task):
+            lr = _local_rank_beyond(views, step.gpus_per_task)
+            out.append(Issue("jobspec-processes-exceed-gpus", f"a task gets LOCAL_RANK={lr} but sees "
+                             f"{step.gpus_per_task} GPU(s) (--gpus-per-task binds GPUs to tasks): cuda:LOCAL_RANK "
+                             "is out of range ('invalid device ordinal')", "request the GPUs per node "
+                             "(--gres=gpu:N or --gpus-per-node=N) so every task sees them all", where))
         elif step.gpus_per_node is not None and total < step.gpus_per_node and _explicit_nproc(v0):
             out.append(Issue("jobspec-gpus-idle", f"{total} process(es) per {unit} on {step.gpus_per_node} requested "
                              f"GPU(s): {step.gpus_per_node - total} GPU(s) per {unit} stay idle",
@@ -432,6 +438,15 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
                              "DataLoader workers exceed", "mount an emptyDir with medium: Memory at /dev/shm",
                              step.container_where))
     return out
+
+
+def _local_rank_beyond(views, visible: int) -> str:
+    """The first per-task LOCAL_RANK value (a plain number) at or past the GPUs a task sees, else ''."""
+    for v in views:
+        lr = str(v.la.env.get("LOCAL_RANK", ""))
+        if lr.isdigit() and int(lr) >= visible:
+            return lr
+    return ""
 
 
 def _explicit_nproc(v: View) -> bool:

@@ -66,6 +66,13 @@ def _json_content(path: Any, cwd: str) -> Any:
         return ("unreadable", path)
 
 
+# accelerate launch starts num_processes // num_machines per node from each node's own values, so
+# nodes with different GPU counts need different num_processes (checked in tests/audit/test_run_claims.py)
+UNEQUAL_NODES_HINT = ("every node must use the same value, unless the nodes have different GPU counts: then each "
+                      "node's num_processes is its GPU count x num_machines (torch-distributed "
+                      "launch-torchrun.md, nodes with different GPU counts)")
+
+
 def check_nodes(nodes: List[Node], cwd: str) -> List[NodeIssue]:
     out: List[NodeIssue] = []
     if not nodes:
@@ -89,6 +96,7 @@ def check_nodes(nodes: List[Node], cwd: str) -> List[NodeIssue]:
                     out.append(NodeIssue("nodeset-mismatch", f"{what} differs between nodes: {n.name} has {shown}, "
                                          f"{ref.name} has " + ("another" if key == "ds_json" else
                                                                 f"{ref.values.get(key)!r}"),
+                                         UNEQUAL_NODES_HINT if key == "num_processes" else
                                          "every node must use the same value", n, key))
     nm = ref.values.get("num_machines")
     if isinstance(nm, int) and not isinstance(nm, bool):

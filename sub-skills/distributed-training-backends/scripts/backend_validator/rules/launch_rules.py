@@ -742,6 +742,8 @@ def nodeset_mismatch(ctx: Context):
     """Values every node must share: ``num_machines``, ``num_processes``, ``main_process_ip``,
     ``main_process_port``, ``distributed_type``, ``mixed_precision``, ``rdzv_backend``,
     ``same_network``, the content of the DeepSpeed JSON and ``deepspeed_multinode_launcher``.
+    Exception: nodes with different GPU counts need their own ``num_processes`` (the node's GPU
+    count times ``num_machines``), since each node starts ``num_processes // num_machines``.
 
     Fails:
     ```text
