@@ -168,12 +168,12 @@ def test_a_whole_word_need_matches_a_whole_key_or_value_only():
 
 
 def test_silent_when_skips_the_inline_rules_only_when_a_json_owns_the_settings():
-    """accelerate_deepspeed_inline.py: SILENT_WHEN = "_acc.ds_config_file_given" - not imported when
+    """accelerate_deepspeed_inline.py: SILENT_WHEN = "_acc_ds.ds_config_file_given" - not imported when
     DeepSpeed does not launch the config or deepspeed_config_file names a JSON; imported for a missing,
     empty, 'none' or non-string file (its rules then check the inline block)."""
     sys.path.insert(0, str(SCRIPTS))
     from backend_validator import core, rules
-    assert rules._scan()[3]["accelerate_deepspeed_inline"] == ("_acc", "ds_config_file_given")
+    assert rules._scan()[3]["accelerate_deepspeed_inline"] == ("_acc_ds", "ds_config_file_given")
 
     def need(block, dt="DEEPSPEED"):
         data = {"distributed_type": dt, "num_processes": 2, "deepspeed_config": block}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..core import rule
 from . import accelerate_schema as S
-from ._acc import DS_ENV as ENV, DS_PLUGIN as PLUGIN, ds_eff as _ds, fmt, has_ds_file as _has_file, report_unknown
+from ._acc import fmt, report_unknown
+from ._acc_ds import DS_ENV as ENV, DS_PLUGIN as PLUGIN, ds_eff as _ds, has_ds_file as _has_file
 
 # Imported only for a document that mentions DeepSpeed: distributed_type DEEPSPEED or a deepspeed_config block
 # (rules/__init__.py): every rule here reports nothing on any other document. The rules about the

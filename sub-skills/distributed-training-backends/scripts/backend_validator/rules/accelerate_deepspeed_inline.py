@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from ..core import rule
 from . import accelerate_schema as S
-from ._acc import DS_ENV as ENV, DS_PLUGIN as PLUGIN, ds_eff as _ds, fmt, has_ds_file as _has_file
+from ._acc import fmt
+from ._acc_ds import DS_ENV as ENV, DS_PLUGIN as PLUGIN, ds_eff as _ds, has_ds_file as _has_file
 
 NEEDS = ("deepspeed",)
-SILENT_WHEN = "_acc.ds_config_file_given"
+SILENT_WHEN = "_acc_ds.ds_config_file_given"
 
 
 @rule(id="acc-ds-zero-stage-invalid", severity="error", family="accelerate",
