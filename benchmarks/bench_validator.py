@@ -27,6 +27,12 @@ it did nothing but import PyYAML as the validator does (backend_validator/pyyaml
 skip it) and compile, without running, exactly the validator modules it imports: only fewer or smaller
 modules lower it. Each example ends with PASS or FAIL against 5x on the no-bytecode CPU median (wall is
 printed beside it; on an idle machine the two agree). `--start-only` prints just that table.
+
+`--instructions` (needs valgrind) prints a load-independent figure instead: the instructions each
+example's no-bytecode run executes (callgrind, PYTHONHASHSEED=0), as a multiple of a bare start's, and
+the share of them spent compiling the validator's source (Py_CompileStringObject, inclusive). It does
+not equal the time multiple (a bare start spends more of its time outside counted instructions), but
+it moves only when the code does: use it to compare two versions on a loaded machine.
 """
 from __future__ import annotations
 
@@ -167,6 +173,50 @@ def print_start_table(py, runs):
     print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+def instructions(py, cmd, env):
+    """(instructions, of them compiling) of one run under callgrind, or None without valgrind."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + cmd,
+                           capture_output=True, text=True, env=dict(env, PYTHONHASHSEED="0"), cwd=str(REPO))
+        if not os.path.exists(out):
+            raise SystemExit(f"callgrind failed: {r.stderr[-500:]}")
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], capture_output=True, text=True).stdout
+    total = compiling = 0
+    for line in ann.splitlines():
+        parts = line.split()
+        if not parts or not parts[0][0].isdigit():
+            continue
+        n = int(parts[0].replace(",", ""))
+        if "PROGRAM TOTALS" in line:
+            total = n
+        elif line.rstrip().split(":")[-1].split()[0] == "Py_CompileStringObject" and not compiling:
+            compiling = n
+    return total, compiling
+
+
+def print_instruction_table(py):
+    """Instructions per shipped example (no bytecode), as a multiple of a bare start's."""
+    import tempfile
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        print("--instructions needs valgrind (callgrind)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp, "scripts")
+        shutil.copytree(SCRIPT.parent, fresh, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        cold = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        cold.pop("PYTHONPYCACHEPREFIX", None)
+        bare, _ = instructions(py, [py, "-c", "pass"], cold)
+        print(f"instructions per shipped example without bytecode (callgrind, PYTHONHASHSEED=0); bare start "
+              f"(python -c pass): {bare / 1e6:.1f} M")
+        print(f"{'example':<46} {'instructions':>12} {'x bare':>7} {'compiling':>10}")
+        for ex in examples():
+            total, comp = instructions(py, [py, str(fresh / SCRIPT.name), str(ex)], cold)
+            name = str(ex.relative_to(REPO / "sub-skills")).replace("distributed-training-backends", "dtb")
+            print(f"{name:<46} {total / 1e6:>10.1f} M {total / bare:>6.2f}x {comp / max(total, 1):>9.0%}")
+
+
 def bytecode_env(prefix):
     """Environment with Python's bytecode cache on, kept outside the repository."""
     env = dict(os.environ)
@@ -180,8 +230,13 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--file", default=str(DEFAULT_FILE))
     ap.add_argument("--start-only", action="store_true", help="print only the per-example start table")
+    ap.add_argument("--instructions", action="store_true",
+                    help="print instructions per example under callgrind (load-independent; needs valgrind)")
     a = ap.parse_args()
     py = sys.executable
+    if a.instructions:
+        print_instruction_table(py)
+        return 0
     if a.start_only:
         print_start_table(py, a.runs)
         return 0

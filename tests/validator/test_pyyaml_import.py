@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "sub-skills" / "distributed-training-backends" / "scripts"
@@ -110,3 +111,53 @@ def test_the_private_loading_half_gives_what_the_yaml_package_gives():
     assert private["yaml_imported"] is True  # the libyaml inputs import the package itself
     assert private["out"] == package["out"]
     assert sum(o.startswith("InputError") for o in private["out"]) >= 6
+
+
+LAZY = r"""
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+from backend_validator import pyyaml
+ns = pyyaml.loading()
+lazy = pyyaml.LazyPattern
+ts = ns.SafeConstructor.timestamp_regexp
+resolvers = [r for rs in ns.Resolver.yaml_implicit_resolvers.values() for _, r in rs]
+before = {"timestamp_lazy": isinstance(ts, lazy) and ts._compiled is None,
+          "resolvers_lazy": bool(resolvers) and all(isinstance(r, lazy) for r in resolvers),
+          "any_compiled": any(r._compiled is not None for r in resolvers if isinstance(r, lazy)),
+          "cache_plain": type(re._cache) is dict}
+from backend_validator import loader_yaml
+d = loader_yaml.load_text("a: 2024-01-02 10:00:00\nb: 1.5\nc: [no, ~]\n", "x.yaml")
+tags = {r._key[1]: tag for rs in ns.Resolver.yaml_implicit_resolvers.values() for tag, r in rs}
+compiled = sorted({tags[r._key[1]].rsplit(":", 1)[1] for r in resolvers
+                   if isinstance(r, lazy) and r._compiled is not None})
+print(json.dumps({**before, "data": repr(d.data), "compiled": compiled,
+                  "types": sorted({type(r._compiled).__name__ for r in resolvers if isinstance(r, lazy)})}))
+"""
+
+
+def test_pyyamls_patterns_compile_on_first_use_and_match_the_same():
+    """On CPython <= 3.11 (re's cache a dict read with _cache[key]) every pattern PyYAML compiles on import
+    is a LazyPattern until used; a timestamp compiles the real pattern and parses as PyYAML parses it. On
+    later versions nothing is lazy and the same holds."""
+    r = subprocess.run([sys.executable, "-c", LAZY, str(SCRIPTS)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got["cache_plain"] is True  # re's own cache is back
+    # loader_yaml keeps a timestamp as its text (test_the_private_loading_half_... compares with the package)
+    assert got["data"] == repr({"a": "2024-01-02 10:00:00", "b": 1.5, "c": [False, None]})
+    if type(re.__dict__.get("_cache")) is dict and "_cache2" not in re.__dict__:
+        assert got["timestamp_lazy"] and got["resolvers_lazy"] and not got["any_compiled"], got
+        # only the resolvers the scalars' first characters reach compiled; the constructor's did not
+        assert {"timestamp", "float", "bool", "null"} <= set(got["compiled"]) and "merge" not in got["compiled"]
+        assert "Pattern" in got["types"]
+    else:  # forced branch of the same test: nothing lazy, patterns compiled on import
+        assert not got["timestamp_lazy"] and not got["resolvers_lazy"], got
+
+
+def test_lazy_pattern_behaves_as_the_compiled_one():
+    p = pyyaml.LazyPattern((str, r"^(?:a|b+)$", re.X))
+    assert p._compiled is None
+    assert p.match("bbb").group() == "bbb" and p.match("c") is None and p.pattern == r"^(?:a|b+)$"
+    assert p._compiled is re.compile(r"^(?:a|b+)$", re.X)
+    with pytest.raises(KeyError):
+        pyyaml._LazyCache()[(bytes, b"x", 0)]

@@ -78,5 +78,14 @@ def test_a_check_compiles_only_the_helpers_its_input_needs(tmp_path):
     r = _run(str(stage2))
     assert {"backend_validator.consumer_model", "backend_validator.rules.deepspeed_zero"} <= set(r["modules"]), r
     assert "acc-ds-offload-ignored-by-stage" in r["out"], r["out"]
+    # a strict-JSON DeepSpeed file is read by json's C scanner (loader_json_strict.py); the position-tracking
+    # parser (loader_json.py) is compiled only when a finding needs a line, or for HJSON
+    clean = _run("ds-zero3.json")
+    assert "backend_validator.loader_json_strict" in clean["modules"], clean
+    assert "backend_validator.loader_json" not in clean["modules"] and clean["rc"] == 0, clean
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"train_batch_size": 8, "amp": {"enabled": false}}')
+    r = _run(str(bad))
+    assert "backend_validator.loader_json" in r["modules"] and ":1:25: error ds-removed-key" in r["out"], r
     assert "backend_validator.engine_related" in _run("deepspeed-file.yaml")["modules"]
     assert "backend_validator.deepspeed" in _run("ds-zero3.json")["modules"]

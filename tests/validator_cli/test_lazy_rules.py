@@ -49,6 +49,12 @@ def test_a_check_loads_only_the_rule_families_it_runs():
     # topic words: ds-zero3.json has offload_optimizer but no "optimizer" or "scheduler" block and no
     # gradient-communication key, so neither topic module is compiled for it
     assert not {"deepspeed_optim", "deepspeed_comm"} & set(ds["modules"]), ds["modules"]
+    # an Accelerate config whose deepspeed_config_file names a JSON: the inline-block rules are not compiled
+    # (SILENT_WHEN), an inline block compiles them
+    ds_file = probe("lazy", [str(EX / "deepspeed-file.yaml")])
+    assert "accelerate_deepspeed" in ds_file["modules"] and "accelerate_deepspeed_inline" not in ds_file["modules"]
+    inline = probe("lazy", [str(EX / "deepspeed-zero2.yaml")])
+    assert "accelerate_deepspeed_inline" in inline["modules"], inline["modules"]
     tr = probe("lazy", ["--launch-command", "torchrun --nnodes 2 --nproc-per-node 8 train.py"])
     assert tr["modules"] == ["launch_rules"], tr["modules"]
 
@@ -122,7 +128,8 @@ def test_a_topic_module_reports_nothing_on_a_document_that_does_not_mention_its_
     corpus = _docs_corpus()
     assert len(corpus) > 400
     gated = {m: w for m, w in rules._scan()[1].items() if w}
-    assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed"} <= set(gated)
+    gated.update((m, w) for m, w in rules._scan()[3].items())  # SILENT_WHEN: the same promise
+    assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed", "accelerate_deepspeed_inline"} <= set(gated)
     checked = skipped = 0
     for m in gated:
         mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]
@@ -158,3 +165,23 @@ def test_a_whole_word_need_matches_a_whole_key_or_value_only():
     assert need({"optimizer": {"type": "Muon"}}, "deepspeed_comm")  # plain word: a substring of a value
     assert need({"gradient_allreduce_op": "sum"}, "deepspeed_comm")
     assert not need({"zero_optimization": {"stage": 3}}, "deepspeed_comm")
+
+
+def test_silent_when_skips_the_inline_rules_only_when_a_json_owns_the_settings():
+    """accelerate_deepspeed_inline.py: SILENT_WHEN = "_acc_ds.ds_config_file_given" - not imported when
+    DeepSpeed does not launch the config or deepspeed_config_file names a JSON; imported for a missing,
+    empty, 'none' or non-string file (its rules then check the inline block)."""
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, rules
+    assert rules._scan()[3]["accelerate_deepspeed_inline"] == ("_acc_ds", "ds_config_file_given")
+
+    def need(block, dt="DEEPSPEED"):
+        data = {"distributed_type": dt, "num_processes": 2, "deepspeed_config": block}
+        return rules.needed("accelerate_deepspeed_inline", core.Doc(data, kind="yaml", name="x.yaml"))
+    assert not need({"deepspeed_config_file": "ds.json", "zero_stage": 9})
+    assert not need({"zero_stage": 9}, dt="FSDP")
+    for block in ({"zero_stage": 9}, {"deepspeed_config_file": "", "zero_stage": 9},
+                  {"deepspeed_config_file": "none"}, {"deepspeed_config_file": " "}, {"deepspeed_config_file": 3},
+                  {"deepspeed_config_file": None}, "not a mapping"):
+        assert need(block), block
+    assert rules.needed("accelerate_deepspeed_inline", None)  # no document: load everything

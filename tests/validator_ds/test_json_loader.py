@@ -166,3 +166,65 @@ def test_duplicate_key_rule_is_registered_and_its_examples_hold():
     fails = L.load_text(ex["fails"]["json"], "f.json")
     assert [f.rule for f in fails.parse_findings] == ["json-duplicate-key"]
     assert L.load_text(ex["passes"]["json"], "p.json").parse_findings == []
+
+
+# -- loader_json_strict: the strict-JSON fast path the engine parses with --------------------------------
+
+def _same_doc(text):
+    """Both loaders on text: the same result (a Doc with the same data, positions, scalars, findings and
+    lenient features, or the same exception); returns the fast path's Doc (or None)."""
+    from backend_validator import loader_json_strict as S
+    try:
+        ref = L.load_text(text, "s.json", source_path="/x/s.json")
+    except Exception as e:  # InputError; a ValueError for an integer too long for int() (the CLI reports it)
+        with pytest.raises(type(e)) as got:
+            S.load_text(text, "s.json", source_path="/x/s.json")
+        assert str(got.value) == str(e)
+        return None
+    d = S.load_text(text, "s.json", source_path="/x/s.json")
+    assert (d.kind, d.name, d.text, d.source_path) == ("json", "s.json", text, "/x/s.json")
+    assert json.dumps(d.data) == json.dumps(ref.data) and repr(d.data) == repr(ref.data)
+    assert [f.as_dict() for f in d.parse_findings] == [f.as_dict() for f in ref.parse_findings]
+    assert d.lenient_features == ref.lenient_features
+    assert d.positions == ref.positions and d.scalars == ref.scalars
+    assert d.pos(("zero_optimization", "stage")) == ref.pos(("zero_optimization", "stage"))
+    return d
+
+
+@pytest.mark.parametrize("text,fast", [
+    ('{\n  "zero_optimization": {"stage": 3, "x": [1, 2.5, 1e3, -0, true, null]},\n  "s": "a/b\\n"\n}\n', True),
+    ('  {"a": 12345678901234567890, "e": 1e400, "k": {}}  \n', True),
+    ('{"a": 1, "a": 2}', False),  # duplicate key: json-duplicate-key
+    ('{"a": NaN}', False), ('{"a": -Infinity}', False),  # nan-infinity
+    ('\ufeff{"a": 1}', False),  # bom
+    ('{"a": "\\ud800"}', False), ('{"a": "\\u00e9"}', False),  # \u escapes: loader_json's own decoding
+    ('{"a": 1,}', False), ('{a: 1}', False), ('{"a": 1} // c', False),  # HJSON
+    ('[1]', False), ('"x"', False), ('', False), ('{"a": 1} x', False), ('{"a": "\x01"}', False),
+    ('{"a": ' + "[" * 60 + "]" * 60 + '}', False),  # more than _MAX_BRACKETS
+    ('{"a": 1' + "0" * 5000 + '}', False),  # longer than int() converts
+])
+def test_strict_fast_path_gives_the_full_parsers_doc(text, fast):
+    from backend_validator import loader_json_strict as S
+    d = _same_doc(text)
+    assert isinstance(d, S.StrictJsonDoc) is fast, text
+
+
+def test_strict_doc_parses_positions_only_when_asked_and_keeps_assignments():
+    from backend_validator import loader_json_strict as S
+    d = S.load_text('{"a": {"b": 1}}', "s.json")
+    assert isinstance(d, S.StrictJsonDoc) and d._set == {}
+    assert d.pos(("a", "b")) == (1, 8) and d.scalars[("a", "b")].raw == "1"
+    d.positions = {(): (9, 9)}
+    assert d.positions == {(): (9, 9)} and d.scalars[("a", "b")].raw == "1"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.text(max_size=6), _values, max_size=5), st.integers(0, 2))
+def test_property_strict_fast_path_equals_the_full_parser(obj, indent):
+    _same_doc(json.dumps(obj, indent=indent or None, ensure_ascii=bool(indent)))
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(_alphabet, max_size=60), st.text(max_size=40)))
+def test_property_any_text_same_through_the_fast_path(text):
+    _same_doc(text)

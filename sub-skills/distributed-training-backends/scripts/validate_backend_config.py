@@ -5,8 +5,12 @@ Standard library + PyYAML only; never imports accelerate, torch or deepspeed. Ru
 usage, exit codes and input limits; the rules are listed in ../references/validator-rules.md.
 """
 import os
-import signal
 import sys
+
+try:  # the C module itself: signal.py wraps it in enums, which costs start time (bench_validator.py)
+    import _signal as signal
+except ImportError:  # pragma: no cover - an interpreter without it
+    import signal
 
 # A reader that stops early (`... | head`) ends us quietly, like any Unix filter.
 if hasattr(signal, "SIGPIPE"):

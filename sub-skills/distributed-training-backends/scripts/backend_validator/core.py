@@ -156,6 +156,8 @@ class InputError(Exception):
 # One input limit for every file the validator reads (a config, standard input, or the
 # DeepSpeed JSON an Accelerate config names); real configs are a few KiB.
 MAX_INPUT_BYTES = 5 * 1024 * 1024
+# rule id of a duplicate JSON key (loader_json.py reports it; ds_values.py grades it per consumer)
+JSON_DUPLICATE_RULE = "json-duplicate-key"
 # YAML limits (loader_yaml.py; stated in --help, which must not import PyYAML to say them)
 YAML_MAX_DEPTH = 100  # nesting of mappings/sequences
 YAML_MAX_NODES = 200_000  # nodes after alias expansion (alias bombs)

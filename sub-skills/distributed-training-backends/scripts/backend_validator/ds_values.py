@@ -89,7 +89,7 @@ def consumer_parse_findings(findings, consumer: str) -> list:
     """Parse-level findings as the consumer sees them: a duplicate key fails only deepspeed's own
     hjson loader (a path given to DeepSpeedConfig); Accelerate and the Trainer json.load the file
     and hand deepspeed a dict, so the last value wins silently - a warning, not an error."""
-    from .loader_json import DUPLICATE_RULE
+    from .core import JSON_DUPLICATE_RULE as DUPLICATE_RULE
     out = []
     for f in findings:
         if f.rule == DUPLICATE_RULE and f.severity == "error" and consumer in ("accelerate", "transformers"):

@@ -32,8 +32,8 @@ def rules_lazy() -> None:
 
 
 def _load_json(text: str, name: str, source_path: Optional[str]) -> Doc:
-    from . import loader_json
-    return loader_json.load_text(text, name, source_path=source_path)
+    from . import loader_json_strict  # loader_json.py only for HJSON or when positions are asked for
+    return loader_json_strict.load_text(text, name, source_path=source_path)
 
 
 def _load_yaml(text: str, name: str, source_path: Optional[str]) -> Doc:

@@ -15,8 +15,8 @@ if False:  # pragma: no cover - annotations only; importing typing costs start t
 
 
 def load_json(text: str, name: str, source_path: Optional[str]) -> Doc:
-    from . import loader_json
-    return loader_json.load_text(text, name, source_path=source_path)
+    from . import loader_json_strict  # loader_json.py only for HJSON or when positions are asked for
+    return loader_json_strict.load_text(text, name, source_path=source_path)
 
 
 def uncovered_skips(skipped: List[Dict[str, str]], xctx: Context) -> List[Dict[str, str]]:

@@ -32,14 +32,14 @@ import bisect
 import os
 import re
 
-from .core import MAX_INPUT_BYTES, Doc, Finding, InputError, ScalarInfo, decode_input, read_input_file
+from .core import JSON_DUPLICATE_RULE, MAX_INPUT_BYTES, Doc, Finding, InputError, ScalarInfo, decode_input, read_input_file
 
 if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
     from typing import Any, Dict, List, Optional, Tuple
 
 MAX_BYTES = MAX_INPUT_BYTES
 MAX_DEPTH = 100  # nesting levels (objects + arrays)
-DUPLICATE_RULE = "json-duplicate-key"
+DUPLICATE_RULE = JSON_DUPLICATE_RULE
 
 _WS = re.compile(r"[ \t\r\n]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")

@@ -12,6 +12,12 @@ where ``yaml`` is already imported, its own modules are used and nothing changes
   the key of PyYAML's own pattern, so ``Reader`` receives it from ``re.compile``; the entry is
   removed again right after. If re's cache is not a dict keyed (type, pattern, flags), as in
   CPython 3.7-3.13, nothing is primed.
+* Every other pattern PyYAML's modules compile on import (the implicit resolvers' int, float, bool,
+  null, timestamp, merge and value patterns, the constructor's timestamp pattern) is handed out as a
+  :class:`LazyPattern` that compiles on first use: a config without dates never compiles the two
+  timestamp patterns, about a tenth of a bare interpreter start. Where re's cache is not a plain dict
+  read with ``_cache[key]`` (CPython 3.12+ reads ``_cache2`` first and pops from ``_cache``), patterns
+  compile on import as before.
 * ``yaml/__init__`` also imports the dumping half (emitter, serializer, representer, dumper) and the
   libyaml binding, which checking a config never uses below ``YAML_PURE_PYTHON_LIMIT``. :func:`loading`
   loads only the loading half (error, events, nodes, reader, scanner, parser, composer, constructor,
@@ -35,18 +41,55 @@ PRIVATE = __name__.rsplit(".", 1)[0] + "._pyyaml"
 _loading = None
 
 
+class LazyPattern:
+    """A compiled pattern (re.Pattern's methods and attributes) that compiles on first use."""
+
+    __slots__ = ("_key", "_compiled")
+
+    def __init__(self, key):
+        self._key = key  # (type, pattern, flags) as re's cache keys it
+        self._compiled = None
+
+    def __getattr__(self, name):
+        p = self._compiled
+        if p is None:
+            import re
+            p = self._compiled = re.compile(self._key[1], self._key[2])
+        return getattr(p, name)
+
+    def __repr__(self):
+        return f"LazyPattern({self._key[1]!r}, {self._key[2]!r})"
+
+
+class _LazyCache(dict):
+    """re's cache while PyYAML imports: a pattern it does not hold is handed out lazily (not stored)."""
+
+    def __missing__(self, key):
+        if type(key) is not tuple or len(key) != 3 or key[0] is not str:
+            raise KeyError(key)
+        return LazyPattern(key)
+
+
 def _primed(load):
     """Run load() with the equivalent NON_PRINTABLE pattern in re's cache when PyYAML's reader is not
-    imported yet."""
+    imported yet, and every other pattern compiled on import made a :class:`LazyPattern`."""
     import re
     caches = [c for c in (getattr(re, "_cache", None), getattr(re, "_cache2", None)) if isinstance(c, dict)]
     key = (str, NON_PRINTABLE, 0)
     primed = bool(caches) and key not in caches[0]
     if primed:
         caches[0][key] = re.compile(EQUIVALENT)
+    # CPython 3.7-3.11: re._compile reads `_cache[type(pattern), pattern, flags]`, which a dict subclass
+    # with __missing__ answers; later versions read _cache2 first and pop from _cache (nothing lazy)
+    lazy = primed and type(re.__dict__.get("_cache")) is dict and "_cache2" not in re.__dict__
+    if lazy:
+        plain = re._cache
+        re._cache = _LazyCache(plain)
     try:
         return load()
     finally:
+        if lazy:
+            re._cache = plain
         if primed:
             for c in caches:
                 c.pop(key, None)

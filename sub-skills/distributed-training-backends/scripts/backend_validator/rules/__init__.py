@@ -12,6 +12,11 @@ PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validat
   or string value instead (``"=optimizer"`` is not mentioned by ``offload_optimizer``). Such a module promises that its rules report
   nothing on any other document; tests/validator_cli/test_lazy_rules.py checks the promise on every
   rule's examples and the shipped configs;
+* by a condition: a module whose source says ``SILENT_WHEN = "_mod.function"`` is not imported for a
+  document on which that function of rules/_mod.py (a module the family has imported anyway) returns
+  True: it promises that each of its rules returns at once there, e.g. the inline DeepSpeed-block
+  rules when ``deepspeed_config_file`` names a JSON (test_lazy_rules.py checks this promise as the
+  NEEDS one);
 * one rule: :func:`load_rule` imports the module that defines a rule id (a rule that runs another
   family's rule on a derived document).
 
@@ -29,11 +34,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # the scan of the rule sources cost more than compiling them (about 50 ms per pattern).
 _FAMILY = re.compile(r'family="([a-z]+)"')
 _NEEDS = re.compile(r'\nNEEDS = \(([^)]*)\)')
+_SILENT = re.compile(r'\nSILENT_WHEN = "([a-z_]+)\.([a-z_]+)"')
 _RULE_ID = re.compile(r'@rule\(id="([a-z0-9-]+)"')
 _WORD = re.compile(r'"([^"]+)"')
 _imported = set()  # module names imported
 _complete = set()  # families whose every module is imported
-_index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module)
+_index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module,
+#                module -> SILENT_WHEN (module, function))
 
 
 def _modules():
@@ -43,7 +50,7 @@ def _modules():
 def _scan():
     global _index
     if _index is None:
-        by_family, needs, ids = {}, {}, {}
+        by_family, needs, ids, silent = {}, {}, {}, {}
         for m in _modules():
             with open(os.path.join(_HERE, m + ".py"), encoding="utf-8") as fh:
                 src = fh.read()
@@ -53,7 +60,10 @@ def _scan():
             needs[m] = tuple(w.lower() for w in _WORD.findall(n.group(1))) if n else None
             for rid in _RULE_ID.findall(src):
                 ids.setdefault(rid, m)
-        _index = (by_family, needs, ids)
+            w = _SILENT.search(src)
+            if w:
+                silent[m] = w.groups()
+        _index = (by_family, needs, ids, silent)
     return _index
 
 
@@ -79,12 +89,21 @@ def mention_text(doc) -> str:
 
 
 def needed(module: str, doc) -> bool:
-    """Whether ``module``'s rules can report anything on ``doc`` (its NEEDS words; no NEEDS: always)."""
-    words = _scan()[1].get(module)
-    if not words or doc is None:
+    """Whether ``module``'s rules can report anything on ``doc`` (its NEEDS words and SILENT_WHEN; with
+    neither: always)."""
+    index = _scan()
+    if doc is None:
         return True
-    text = mention_text(doc)
-    return any((f"\n{w[1:]}\n" if w[0] == "=" else w) in text for w in words)
+    words = index[1].get(module)
+    if words:
+        text = mention_text(doc)
+        if not any((f"\n{w[1:]}\n" if w[0] == "=" else w) in text for w in words):
+            return False
+    silent = index[3].get(module)
+    if silent:
+        helper = __import__(f"{__name__}.{silent[0]}", fromlist=["_"])
+        return not getattr(helper, silent[1])(doc)
+    return True
 
 
 def _import(m: str) -> None:
