@@ -260,3 +260,17 @@ def test_no_missed_zero3_init_check_in_the_installed_trainer():
         pkg / "modeling_utils.py").read_text(encoding="utf-8")
     init = inspect.getsource(Trainer.__init__)
     assert not re.search(r"(?i)zero-?3", init)  # no ZeRO-3 check of any wording at construction
+
+
+def test_from_pretrained_drops_low_cpu_mem_usage(tmp_path):
+    """transformers 5 pops low_cpu_mem_usage in from_pretrained and never reads it: any value loads
+    the same model and reaches neither the config nor __init__, where an unknown keyword fails."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8)).save_pretrained(tmp_path)
+    loaded = [GPT2LMHeadModel.from_pretrained(tmp_path, low_cpu_mem_usage=v) for v in (True, False, "unread")]
+    for m in loaded:
+        assert not hasattr(m.config, "low_cpu_mem_usage")
+        assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), loaded[0].state_dict().values()))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'not_an_argument'"):
+        GPT2LMHeadModel.from_pretrained(tmp_path, not_an_argument=True)
