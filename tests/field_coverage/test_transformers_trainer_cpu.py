@@ -274,3 +274,10 @@ def test_from_pretrained_drops_low_cpu_mem_usage(tmp_path):
         assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), loaded[0].state_dict().values()))
     with pytest.raises(TypeError, match="unexpected keyword argument 'not_an_argument'"):
         GPT2LMHeadModel.from_pretrained(tmp_path, not_an_argument=True)
+
+
+def test_gradient_checkpointing_is_an_alias_of_activation_checkpointing(out_dir):
+    with pytest.warns(FutureWarning, match="`gradient_checkpointing` is deprecated"):
+        args = TrainingArguments(out_dir, use_cpu=True, gradient_checkpointing=True)
+    assert args.activation_checkpointing is True and args.gradient_checkpointing is True
+    assert TrainingArguments(out_dir, use_cpu=True, activation_checkpointing=True).gradient_checkpointing is True
