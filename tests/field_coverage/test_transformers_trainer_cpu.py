@@ -281,3 +281,27 @@ def test_gradient_checkpointing_is_an_alias_of_activation_checkpointing(out_dir)
         args = TrainingArguments(out_dir, use_cpu=True, gradient_checkpointing=True)
     assert args.activation_checkpointing is True and args.gradient_checkpointing is True
     assert TrainingArguments(out_dir, use_cpu=True, activation_checkpointing=True).gradient_checkpointing is True
+
+
+def test_validator_trainer_facts_against_the_installed_fill_lists(out_dir):
+    """tests/validator_ds/transformers_facts.json (read at commit 3a80c166, the consumer oracle's
+    model) against the installed 5.25.0 trainer_config_process / finalize: the same keys, except
+    that 5.25.0 no longer fills amp.enabled / amp.opt_level (apex amp is gone)."""
+    import json
+    facts = json.loads((REPO / "tests/validator_ds/transformers_facts.json").read_text(encoding="utf-8"))
+    src = inspect.getsource(hf_ds.HfTrainerDeepSpeedConfig)
+
+    def keys(method, kind):
+        body = inspect.getsource(getattr(hf_ds.HfTrainerDeepSpeedConfig, method))
+        return set(re.findall(rf'{kind}\(\s*"([^"]+)"', body))
+
+    process, finalize = facts["trainer_config_process"], facts["trainer_config_finalize"]
+    assert keys("trainer_config_process", "fill_match") == set(process["fill_match"]) - {"amp.enabled", "amp.opt_level"}
+    assert keys("trainer_config_process", "fill_only") == set(process["fill_only"])
+    assert keys("trainer_config_finalize", "fill_match") == set(finalize["fill_match"])
+    assert keys("trainer_config_finalize", "fill_only") == set(
+        finalize["fill_only_any_stage"]) | set(finalize["fill_only_zero3"])
+    assert '"amp.' not in src
+    ds = _ds_config(amp={"enabled": "auto"})  # run: an "auto" amp block is left as it is
+    ds.trainer_config_process(TrainingArguments(out_dir, use_cpu=True))
+    assert ds.config["amp"]["enabled"] == "auto"
