@@ -305,3 +305,16 @@ def test_validator_trainer_facts_against_the_installed_fill_lists(out_dir):
     ds = _ds_config(amp={"enabled": "auto"})  # run: an "auto" amp block is left as it is
     ds.trainer_config_process(TrainingArguments(out_dir, use_cpu=True))
     assert ds.config["amp"]["enabled"] == "auto"
+
+
+def test_accelerate_deepspeed_weakref_with_transformers():
+    """With transformers installed, accelerate's DeepSpeedPlugin(zero_stage=3).set_deepspeed_weakref
+    builds transformers' HfDeepSpeedConfig, so from_pretrained's is_deepspeed_zero3_enabled() sees
+    ZeRO-3 (the absent case: tests/field_coverage/test_zero3_parameters.py, transformers hidden)."""
+    from accelerate.utils import DeepSpeedPlugin
+    from accelerate.utils.imports import is_transformers_available
+    plugin = DeepSpeedPlugin(zero_stage=3)
+    assert is_transformers_available() and plugin.zero3_init_flag is True
+    plugin.set_deepspeed_weakref()
+    assert hf_ds.is_deepspeed_zero3_enabled() is True
+    assert isinstance(plugin.dschf, hf_ds.HfDeepSpeedConfig)
