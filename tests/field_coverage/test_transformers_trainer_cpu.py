@@ -318,3 +318,12 @@ def test_accelerate_deepspeed_weakref_with_transformers():
     plugin.set_deepspeed_weakref()
     assert hf_ds.is_deepspeed_zero3_enabled() is True
     assert isinstance(plugin.dschf, hf_ds.HfDeepSpeedConfig)
+
+
+def test_trainer_deepspeed_config_is_accelerates_hf_deepspeed_config():
+    """The validator's oracle and test_plugin_overwrites.py model the Trainer's config object with
+    accelerate's HfDeepSpeedConfig: transformers' class is a subclass of it, and TrainingArguments
+    hands that object to DeepSpeedPlugin(hf_ds_config=...)."""
+    from accelerate.utils.deepspeed import HfDeepSpeedConfig as AccelerateHfDeepSpeedConfig
+    assert issubclass(hf_ds.HfTrainerDeepSpeedConfig, AccelerateHfDeepSpeedConfig)
+    assert "DeepSpeedPlugin(hf_ds_config=self.hf_deepspeed_config)" in inspect.getsource(TrainingArguments)
