@@ -63,6 +63,20 @@ def dataset(n=8):
     return [{"x": torch.randn(4, generator=g), "labels": torch.randn((), generator=g)} for _ in range(n)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _leave_no_global_state():
+    """The suite runs other in-process Accelerate tests: after this module, the environment, the
+    Accelerate singletons and transformers' DeepSpeed weak reference are as they were."""
+    saved = dict(os.environ)
+    yield
+    from accelerate.state import AcceleratorState, GradientState
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    hf_ds.unset_hf_deepspeed_config()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("hf_trainer"))
