@@ -149,10 +149,14 @@ def test_fsdp_defaults_to_version_2_and_warns_on_activation_checkpointing(out_di
 
 # ------------------------------------------------------------------ one Trainer on CPU
 
-def test_trainer_gives_accelerate_one_accumulation_step(trainer):
+def test_trainer_gives_accelerate_one_accumulation_step(trainer, monkeypatch):
     assert trainer.args.gradient_accumulation_steps == 4
     assert trainer.accelerator.gradient_accumulation_steps == 1
     assert trainer.accelerator.gradient_state.num_steps == 1
+    # the launcher's variable is never read: the Trainer passes a GradientAccumulationPlugin
+    monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "8")
+    trainer.create_accelerator_and_postprocess()
+    assert trainer.accelerator.gradient_accumulation_steps == 1
 
 
 def test_ddp_kwargs_are_read_once_at_construction(trainer):
@@ -214,6 +218,10 @@ def test_trainer_fills_auto_then_refuses_mismatches(trainer, out_dir):
     assert ds.config["train_micro_batch_size_per_gpu"] == 2 and ds.config["gradient_accumulation_steps"] == 4
     ds.trainer_config_finalize(trainer.args, trainer.model, 1)
     assert ds.mismatches == []
+
+    ds = _ds_config(bf16={"enabled": "auto"}, fp16={"enabled": "auto"})  # "auto" precision follows args
+    ds.trainer_config_process(trainer.args)
+    assert ds.config["bf16"]["enabled"] is False and ds.config["fp16"]["enabled"] is False
 
     ds = _ds_config(bf16={"enabled": True})  # accelerate config bf16, TrainingArguments bf16 unset
     ds.trainer_config_process(trainer.args)
