@@ -9,7 +9,8 @@ Part A, data parallel (the real `Accelerator(cpu=True)`, MULTI_CPU over gloo): t
   ParallelismConfig under MULTI_CPU; the key names a compiled model is saved under.
 Part B, DeepSpeed through the real `Accelerator` (DS_ACCELERATOR=cpu, gloo), one fresh
   `AcceleratorState` per case. accelerate 1.15.0 imports transformers for every DeepSpeed run;
-  the first case records that, then a two-name stand-in package lets the rest run.
+  the installed transformers is hidden (tests/_transformers_stub.py hide), the first case records
+  the failure without it, then a two-name stand-in package lets the rest run.
   - zero1/zero2 with gradient_accumulation_steps 2: gradient bytes held after the first
     (non-boundary) micro-batch and their scale, engine.step calls, the loss handed to
     engine.backward, the accumulation boundary per micro-batch, clip_grad_norm_ with a tiny
@@ -32,6 +33,12 @@ from pathlib import Path
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 OUT = Path(sys.argv[1])
+# transformers 5.25.0 is installed (requirements-test.txt): hide it before anything imports it, so
+# the cases show Accelerate without transformers, then with the stand-in (stub_transformers).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _transformers_stub import hidden, hide  # noqa: E402
+
+hide()
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -495,7 +502,7 @@ def ds_without_transformers():
 
 
 set_seed(0)
-res["transformers_installed"] = __import__("importlib.util").util.find_spec("transformers") is not None
+res["transformers_hidden"] = hidden() and __import__("importlib.util").util.find_spec("transformers") is None
 guarded("ds_without_transformers", ds_without_transformers)
 stub_transformers()
 guarded("zero1", lambda: ds_accum(1))

@@ -16,6 +16,12 @@ for k in [k for k in os.environ if k.startswith(("ACCELERATE_", "FSDP_", "PARALL
     del os.environ[k]
 os.environ["HF_HOME"] = str(WORK / "hf")
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
+# transformers 5.25.0 is installed (requirements-test.txt): hide it before anything imports it, so
+# the cases show Accelerate without transformers, then with the stand-in (stub_transformers).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _transformers_stub import hidden, hide  # noqa: E402
+
+hide()
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -589,7 +595,7 @@ def _():
 @case("ds_single_process")
 def _():
     import importlib.util
-    r = {"transformers_installed": importlib.util.find_spec("transformers") is not None}
+    r = {"transformers_hidden": hidden() and importlib.util.find_spec("transformers") is None}
     r["without_transformers"] = raises(lambda: Accelerator(
         deepspeed_plugin=DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=1)))
     reset()

@@ -26,22 +26,28 @@ CATALOG_IDS = {e["id"] for p in (SKILL / "catalog").glob("*.yaml") for e in yaml
 PREFIXES = ("accelerate-", "deepspeed-", "torch-", "transformers-", "dalle-", "tokenizers-", "nccl-", "cuda-",
             "os-", "python-")
 
-# Names that live outside the scanned Python sources (transformers, the loader, DeepSpeed's setup), with where
-# they were read.
+# Transformers names the references state, with the installed transformers 5.25.0 file (relative to
+# the package) and the text that must occur there (test_transformers_names_are_in_the_installed_package).
+TRANSFORMERS_NAMES = {
+    "per_device_train_batch_size": ("training_args.py", "per_device_train_batch_size: int"),
+    "ddp_timeout": ("training_args.py", "ddp_timeout: int"),
+    "predict_with_generate": ("training_args_seq2seq.py", "predict_with_generate: bool"),
+    "synced_gpus": ("generation/utils.py", 'generation_mode_kwargs["synced_gpus"]'),
+    "is_deepspeed_zero3_enabled": ("integrations/deepspeed.py", "def is_deepspeed_zero3_enabled("),
+    "low_cpu_mem_usage": ("modeling_utils.py", '"low_cpu_mem_usage"'),
+    "gradient_checkpointing": ("training_args.py", '("gradient_checkpointing", "activation_checkpointing")'),  # alias
+    "resume_from_checkpoint": ("trainer.py", "resume_from_checkpoint: str | bool | None = None"),
+    "global_stepN": ("integrations/deepspeed.py", 'glob.glob(f"{checkpoint_path}/global_step*")'),
+    "checkpoint-N": ("trainer_utils.py", 'PREFIX_CHECKPOINT_DIR = "checkpoint"'),
+    "prediction_step": ("trainer_seq2seq.py", "def prediction_step("),
+    "_prepare_for_training": ("trainer.py", "def _prepare_for_training("),
+    "trainer_seq2seq": ("trainer_seq2seq.py", "class Seq2SeqTrainer(Trainer)"),
+}
+TRANSFORMERS_ROOT = Path(importlib.util.find_spec("transformers").origin).parent
+
+# Names that live outside the scanned Python sources (the loader, DeepSpeed's setup, tokenizers' Rust
+# bindings), with where they were read.
 OTHER_SOURCE_NAMES = {
-    "per_device_train_batch_size": "src/transformers/training_args.py TrainingArguments",
-    "ddp_timeout": "src/transformers/training_args.py TrainingArguments",
-    "predict_with_generate": "src/transformers/training_args_seq2seq.py Seq2SeqTrainingArguments",
-    "synced_gpus": "src/transformers/generation/utils.py GenerationMixin.generate",
-    "is_deepspeed_zero3_enabled": "src/transformers/integrations/deepspeed.py",
-    "low_cpu_mem_usage": "src/transformers/modeling_utils.py PreTrainedModel.from_pretrained",
-    "gradient_checkpointing": "src/transformers/training_args.py TrainingArguments",
-    "resume_from_checkpoint": "src/transformers/trainer.py Trainer.train",
-    "global_stepN": "src/transformers/integrations/deepspeed.py deepspeed_load_checkpoint (glob global_step*)",
-    "checkpoint-N": "src/transformers/trainer.py PREFIX_CHECKPOINT_DIR",
-    "prediction_step": "src/transformers/trainer_seq2seq.py Seq2SeqTrainer.prediction_step",
-    "_prepare_for_training": "src/transformers/trainer.py Trainer._prepare_for_training",
-    "trainer_seq2seq": "src/transformers/trainer_seq2seq.py (module)",
     "TOKENIZERS_PARALLELISM": "huggingface/tokenizers bindings/python parallelism",
     "HF_HOME": "huggingface_hub constants (installed)",
     "LD_LIBRARY_PATH": "the dynamic loader",
@@ -176,8 +182,9 @@ def _unknown_names(corpus):
                     continue
                 span = span.split("::")[0]
                 pkg = span.split("/")[0]
-                if (REPO / span).exists() or span.startswith("src/transformers/") \
-                        or importlib.util.find_spec(pkg) is not None:
+                if (REPO / span).exists() or importlib.util.find_spec(pkg) is not None \
+                        or (span.startswith("src/transformers/")
+                            and (TRANSFORMERS_ROOT / span[len("src/transformers/"):]).exists()):
                     continue
                 unknown.append((doc.name, span, "path"))
                 continue
@@ -186,13 +193,22 @@ def _unknown_names(corpus):
             for name in _names(span):
                 parts = [name] if name.startswith("--") else [p for p in name.split(".") if p]
                 for part in parts:
-                    if part in corpus or part in OTHER_SOURCE_NAMES or part in NOT_NAMES or part in own \
+                    if part in corpus or part in OTHER_SOURCE_NAMES or part in TRANSFORMERS_NAMES or part in NOT_NAMES \
+                            or part in own \
                             or part in FLIGHT_RECORDER_NAMES:
                         continue
                     if part.endswith((".py", ".json", ".yaml", ".md")):
                         continue
                     unknown.append((doc.name, span, part))
     return unknown
+
+
+def test_transformers_names_are_in_the_installed_package():
+    """Each Transformers name the references use occurs where TRANSFORMERS_NAMES says, in the
+    installed transformers (read as text: no import)."""
+    missing = [(name, rel, needle) for name, (rel, needle) in TRANSFORMERS_NAMES.items()
+               if needle not in (TRANSFORMERS_ROOT / rel).read_text(encoding="utf-8")]
+    assert not missing, missing
 
 
 def test_flight_recorder_names_of_the_cpu_build_are_in_its_library():

@@ -1,10 +1,10 @@
 """Opt-in reproduction of the Transformers Trainer hand-off facts in
 sub-skills/distributed-training-backends/references/transformers-trainer.md. Not collected by
-pytest and not run by the suite: transformers is not pinned in this repository. To rerun, put
-transformers 5.25.0 (and its tokenizers/regex/typer) in a scratch folder, never in .venv:
+pytest and not run by the suite (each case is a subprocess with a GPT-2 and a DeepSpeed engine; the
+cheap in-process cases are in test_transformers_trainer_cpu.py). transformers 5.25.0 is pinned in
+requirements-test.txt, so it runs from .venv:
 
-    pip install --target /tmp/tfpkg --no-deps transformers==5.25.0 'tokenizers>=0.23.1,<0.24' regex typer
-    PYTHONPATH=/tmp/tfpkg DS_ACCELERATOR=cpu .venv/bin/python tests/field_coverage/_trainer_handoff_probe.py
+    DS_ACCELERATOR=cpu .venv/bin/python tests/field_coverage/_trainer_handoff_probe.py
 
 Each case runs in a fresh subprocess (the Accelerator state is process-global) with a 1-layer
 GPT-2 on CPU and one rank; it prints one JSON line per case.

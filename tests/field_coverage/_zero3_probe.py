@@ -5,10 +5,19 @@ import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 
-import torch
-import deepspeed
-import torch.distributed as dist
+# transformers 5.25.0 is installed (requirements-test.txt): hide it before anything imports it, so
+# section 5 shows Accelerate's DeepSpeed path where transformers is absent (the installed case is
+# run in-process by test_transformers_trainer_cpu.py::test_accelerate_deepspeed_weakref_with_transformers)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _transformers_stub import hidden, hide  # noqa: E402
+
+hide()
+
+import torch  # noqa: E402
+import deepspeed  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 deepspeed.init_distributed(dist_backend="gloo")
 RANK = dist.get_rank()
@@ -130,6 +139,7 @@ from accelerate.utils.imports import is_transformers_available
 p = DeepSpeedPlugin(zero_stage=3)
 OUT["accelerate_zero3_init_flag_default"] = p.zero3_init_flag
 OUT["transformers_available"] = is_transformers_available()
+OUT["transformers_hidden"] = hidden()
 try:
     p.set_deepspeed_weakref()
     OUT["weakref_error"] = None

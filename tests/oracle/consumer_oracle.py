@@ -9,7 +9,7 @@ Reads a JSON list of jobs on stdin, prints a JSON list of results on stdout:
     result = {"id", "verdict": "accept" | "reject", "stage", "message",
               "post_init": dict, "state": dict, "filled": dict, "reads": dict, "client_optimizer": dict}
 
-Stages (accelerate 1.15.0, deepspeed 0.19.8; transformers is not installed, see below):
+Stages (accelerate 1.15.0, deepspeed 0.19.8; the transformers stage is modelled, see below):
 
 * accelerate - the YAML (and the JSON its deepspeed_config_file names, written beside it in the
   launch directory) goes through tests/oracle/accelerate_oracle.py::run_one (load, launch argument
@@ -22,7 +22,9 @@ Stages (accelerate 1.15.0, deepspeed 0.19.8; transformers is not installed, see 
   scheduler block, else a torch AdamW (which makes accelerate write zero_allow_untested_optimizer)
   (``filled``).
 * transformers - modelled from transformers/integrations/deepspeed.py at commit
-  3a80c166389f65756701d6afe22bc6ec954603da (facts in tests/validator_ds/transformers_facts.json):
+  3a80c166389f65756701d6afe22bc6ec954603da (facts in tests/validator_ds/transformers_facts.json; the
+  installed 5.25.0 fills the same keys except amp.enabled / amp.opt_level, which it no longer fills:
+  tests/field_coverage/test_transformers_trainer_cpu.py::test_validator_trainer_facts_against_the_installed_fill_lists):
   ``HfTrainerDeepSpeedConfig(json).trainer_config_process(args)`` on accelerate's real
   HfDeepSpeedConfig base, ``DeepSpeedPlugin(hf_ds_config=...)`` (TrainingArguments.__post_init__),
   ``set_mixed_precision`` (AcceleratorState), ``trainer_config_finalize`` (hidden size 8, 100 steps,

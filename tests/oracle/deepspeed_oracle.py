@@ -26,7 +26,8 @@ What runs, per consumer (deepspeed 0.19.8, accelerate 1.15.0, torch CPU build):
   (total 100 steps) - then the filled dict goes to DeepSpeedConfig / initialize as above; without an
   "optimizer" block the script's torch optimizer meets _prepare_deepspeed's DeepSpeedCPUAdam swap
   check (replayed) and, when not swapped under optimizer offload, the real deepspeed.initialize.
-* transformers - NOT installed. Modelled from ``transformers/integrations/deepspeed.py::
+* transformers - modelled (transformers 5.25.0 is installed but not imported here: the oracle stays
+  torch/accelerate/deepspeed only). Modelled from ``transformers/integrations/deepspeed.py::
   HfTrainerDeepSpeedConfig`` (research notes section 4.3): strict ``json.loads``; the Trainer fills
   micro batch, grad acc, train batch, clipping, optimizer lr/betas/eps/weight_decay and the
   scheduler warmup/total values from TrainingArguments chosen to agree with every explicit

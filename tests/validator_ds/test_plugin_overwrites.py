@@ -12,8 +12,10 @@ TrainingArguments.__post_init__: ``self.hf_deepspeed_config = HfTrainerDeepSpeed
 ``trainer_config_process(self)``, then ``DeepSpeedPlugin(hf_ds_config=self.hf_deepspeed_config)``;
 src/transformers/integrations/deepspeed.py: HfTrainerDeepSpeedConfig subclasses HfDeepSpeedConfig,
 which subclasses accelerate's ``accelerate.utils.deepspeed.HfDeepSpeedConfig``; deepspeed_init later
-finalizes that same object). transformers is not installed here, so the Trainer case runs the
-plugin with an accelerate HfDeepSpeedConfig object, the branch the Trainer's subclass takes.
+finalizes that same object). The Trainer case runs the plugin with an accelerate HfDeepSpeedConfig
+object, the branch the Trainer's subclass takes (transformers 5.25.0 is installed; that its class is
+such a subclass is run in tests/field_coverage/test_transformers_trainer_cpu.py, and importing
+transformers in every case's process would cost seconds each).
 
 Each case runs in a fresh process with no ACCELERATE_* variables (the plugin reads them).
 """
