@@ -10,6 +10,10 @@ CORPUS ?= ../shared/corpus
 
 # Extra pytest arguments for the capability runs, e.g. PYTEST_ARGS="tests/failure_triage -x"
 PYTEST_ARGS ?=
+# pytest-xdist: one worker per usable core (at most 8; none on a one-core machine: the run stays in
+# pytest's own process), each test directory on one worker so its session fixtures (real launcher and
+# oracle runs) start once, as in a serial run (tests/conftest.py). PYTEST_PARALLEL= runs serially.
+PYTEST_PARALLEL ?= -n auto --dist loadscope
 
 .PHONY: help example test test-corpus test-no-fp16 test-fp16 venv lint bench clean
 
@@ -33,17 +37,17 @@ lint: ## run the bundle linter
 	$(PY) scripts/check_bundle.py --root-name pytorch-distributed-training
 
 test: venv ## run every test that needs nothing outside the repository
-	$(VPY) -m pytest
+	$(VPY) -m pytest $(PYTEST_PARALLEL)
 
 test-corpus: venv ## run the corpus layer: tests on the configs in CORPUS (default ../shared/corpus)
 	@test -d "$(CORPUS)" || { echo "corpus not found at $(CORPUS): set CORPUS=PATH" >&2; exit 2; }
-	PDT_CORPUS="$(abspath $(CORPUS))" $(VPY) -m pytest -m corpus
+	PDT_CORPUS="$(abspath $(CORPUS))" $(VPY) -m pytest $(PYTEST_PARALLEL) -m corpus
 
 test-no-fp16: venv ## run the tests as a CPU without oneDNN fp16 (AMD EPYC, most x86): PDT_FORCE_CPU_FP16=0
-	PDT_FORCE_CPU_FP16=0 $(VPY) -m pytest $(PYTEST_ARGS)
+	PDT_FORCE_CPU_FP16=0 $(VPY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-fp16: venv ## run the tests as a CPU with oneDNN fp16 (AVX512-FP16, AMX-FP16): PDT_FORCE_CPU_FP16=1
-	PDT_FORCE_CPU_FP16=1 $(VPY) -m pytest $(PYTEST_ARGS)
+	PDT_FORCE_CPU_FP16=1 $(VPY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 bench: venv ## print the benchmark figures (never part of the tests)
 	$(VPY) benchmarks/bench_availability.py

@@ -119,6 +119,58 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "corpus: reads the out-of-tree config corpus (opt-in: set PDT_CORPUS)")
 
 
+MAX_AUTO_WORKERS = 8
+
+
+@pytest.hookimpl(optionalhook=True)      # a pytest-xdist hook: without the plugin (-p no:xdist) it is not called
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (make test): one worker per usable core, capped at MAX_AUTO_WORKERS; none on one core.
+
+    Usable cores are the process's CPU affinity (taskset, a cgroup cpuset), not the machine's count. On one
+    core the suite runs serially in this process (0 workers), without a worker's start-up cost. Each worker
+    builds its own session fixtures, so workers beyond the number of test-directory groups only add work.
+    PYTEST_XDIST_AUTO_NUM_WORKERS still overrides the count, as in pytest-xdist."""
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    if env.isdigit():
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return 0 if cores < 2 else min(cores, MAX_AUTO_WORKERS)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The work unit of a test under `--dist loadscope`: its directory under tests/, else its file.
+
+    A directory's session-scoped fixtures (real launcher and oracle runs, 10-50 s each) are built once
+    per worker that runs any of its tests; keeping each test directory on one worker builds them once, as
+    in a serial run. An explicit xdist_group mark (`name@group` node ids) keeps its own group."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.rsplit("@", 1)[1]
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 and parts[0] == "tests" else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` (make test) schedules whole test directories (xdist_scope) instead of modules.
+
+    Not `--dist loadgroup` with xdist_group marks: pytest-xdist 3.8.0 tags a grouped test by assigning
+    item._nodeid, which pytest 9.2's Node.nodeid (built from item._id) no longer reads, so every test
+    became its own unit and each worker started every directory's runs."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DirectoryScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return DirectoryScheduling(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Mark every test that requests `corpus_dir`; deselect them while the corpus layer is off."""

@@ -335,14 +335,24 @@ def _py(code, clean_env=None, **env):
 
 
 def test_torch_distributed_debug_is_read_at_import():
+    """TORCH_DISTRIBUTED_DEBUG: OFF when unset; DETAIL set with os.environ after `import torch.distributed`
+    changes nothing, before or after init_process_group; set before the process starts, DETAIL and INFO hold.
+    (Merged with tests/torch_distributed/test_names.py's former test_debug_level_defaults_to_off_and_is_read_at_import:
+    one child per environment at import instead of two pairs.)"""
     code = ("import os, torch.distributed as dist\n"
+            "print('LEVEL', dist.get_debug_level())\n"
             "os.environ['TORCH_DISTRIBUTED_DEBUG'] = 'DETAIL'\n"
+            "print('LEVEL', dist.get_debug_level())\n"
             "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:0', rank=0, world_size=1)\n"
             "print('LEVEL', dist.get_debug_level())\n")
     late = _py(code)
     early = _py(code, TORCH_DISTRIBUTED_DEBUG="DETAIL")
-    assert "LEVEL DebugLevel.OFF" in late.stdout, late.stderr[-2000:]
-    assert "LEVEL DebugLevel.DETAIL" in early.stdout, early.stderr[-2000:]
+    info = _py("import torch.distributed as d; print('LEVEL', d.get_debug_level())", TORCH_DISTRIBUTED_DEBUG="INFO")
+    def levels(res):
+        return [line for line in res.stdout.splitlines() if line.startswith("LEVEL")]
+    assert levels(late) == ["LEVEL DebugLevel.OFF"] * 3, late.stderr[-2000:]     # unset; set late; after init
+    assert levels(early) == ["LEVEL DebugLevel.DETAIL"] * 3, early.stderr[-2000:]
+    assert info.stdout.split() == ["LEVEL", "DebugLevel.INFO"], info.stderr[-2000:]
 
 
 def test_torch_show_cpp_stacktraces_adds_the_cpp_stack():

@@ -66,7 +66,7 @@ def test_no_test_names_the_shared_folder():
 
 def test_make_and_ci_wire_both_layers():
     make = (REPO / "Makefile").read_text()
-    assert re.search(r'^test-corpus: venv.*\n(\t.*\n)*\tPDT_CORPUS="\$\(abspath \$\(CORPUS\)\)" \$\(VPY\) -m pytest -m corpus$',
+    assert re.search(r'^test-corpus: venv.*\n(\t.*\n)*\tPDT_CORPUS="\$\(abspath \$\(CORPUS\)\)" \$\(VPY\) -m pytest \$\(PYTEST_PARALLEL\) -m corpus$',
                      make, re.M), "make test-corpus must name the corpus through PDT_CORPUS"
     ci = (REPO / ".ci" / "run").read_text()
     lines = [ln.strip() for ln in ci.splitlines()]

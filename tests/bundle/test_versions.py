@@ -134,7 +134,8 @@ def test_unpinned_transitive_versions_are_the_recorded_ones():
 def test_reverify_command_is_make_test_and_ci_runs_it():
     assert "```bash\nmake test\n```" in VERSIONS
     make = (REPO / "Makefile").read_text()
-    assert re.search(r"^test: venv( +## .*)?\n\t\$\(VPY\) -m pytest$", make, re.M)
+    assert re.search(r"^test: venv( +## .*)?\n\t\$\(VPY\) -m pytest \$\(PYTEST_PARALLEL\)$", make, re.M)
+    assert re.search(r"^PYTEST_PARALLEL \?= -n auto --dist loadscope$", make, re.M)
     assert "-r requirements-test.txt" in make
     ci = (REPO / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, re.M) and 'CI="${CI:-true}"' in ci

@@ -1,6 +1,9 @@
-"""Property test: >= 10,000 generated inputs through the whole validator, in-process, and no
+"""Property test: 10,000 generated inputs through the whole validator, in-process, and no
 exception other than the documented InputError (exit 2) ever escapes. Findings must be
-well-formed (known rule id, severity, 1-based positions)."""
+well-formed (known rule id, severity, 1-based positions).
+
+The 10,000: N_STRUCTURED + N_TEXT = 8,000 in `make test`, N_MUTATED = 2,000 mutants of the real
+configs in the corpus layer (`make test-corpus`, which needs the out-of-tree corpus)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-N_STRUCTURED = 6000
-N_TEXT = 2500
+N_STRUCTURED = 5600
+N_TEXT = 2400
 N_MUTATED = 2000
 
 SETTINGS = dict(deadline=None, database=None, derandomize=True,
@@ -128,4 +131,4 @@ def test_mutated_corpus(bv, workspace, corpus_dir, helpers):
 
     inner()
     assert count >= N_MUTATED
-    assert N_STRUCTURED + N_TEXT + N_MUTATED >= 10_000
+    assert N_STRUCTURED + N_TEXT + N_MUTATED == 10_000
