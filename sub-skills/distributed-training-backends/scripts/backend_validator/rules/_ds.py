@@ -2,8 +2,9 @@
 
 The DeepSpeed JSON rules (family ``deepspeed``, deepspeed 0.19.8) live in one module per topic:
 deepspeed_keys (keys and values of the strict blocks), deepspeed_consumers ("auto" and JSON syntax per
-consumer), deepspeed_batch (batch arithmetic, parallel sizes against the world), deepspeed_precision,
-deepspeed_zero (ZeRO stages and offload), deepspeed_comm (gradient communication), deepspeed_optim
+consumer), deepspeed_batch (batch arithmetic, parallel sizes against the world), deepspeed_precision and
+deepspeed_dtypes (fp16/bf16, loss scaling, data_types), deepspeed_zero and deepspeed_zero_options (ZeRO
+stages and offload), deepspeed_comm (gradient communication), deepspeed_optim
 (optimizer and scheduler).
 
 Docstring convention of those rules (parsed by tests/validator_ds): a ``Fails:`` and a
