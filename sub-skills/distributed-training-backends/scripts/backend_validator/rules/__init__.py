@@ -6,13 +6,14 @@ PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validat
 * by family: a module is imported when core.run_rules first runs a family it registers rules of
   (:func:`load_family`), so a plain file check never compiles the launch rules and a torchrun
   command never compiles the DeepSpeed rules;
-* by topic: a module whose source says ``NEEDS = ("word", ...)`` is imported only for a document
-  whose keys or string values mention one of the words (case-insensitive substring), e.g. the FSDP
-  rules for a config that names FSDP somewhere; a word written ``"=word"`` must equal a whole key
-  or string value instead (``"=optimizer"`` is not mentioned by ``offload_optimizer``). Such a module promises that its rules report
-  nothing on any other document; tests/validator_cli/test_lazy_rules.py checks the promise on every
+* by topic: a module whose header (its source before the first ``@rule``) says
+  ``NEEDS = ("word", ...)`` is imported only for a document whose keys or string values mention one
+  of the words (case-insensitive substring), e.g. the FSDP rules for a config that names FSDP
+  somewhere; a word written ``"=word"`` must equal a whole key or string value instead
+  (``"=optimizer"`` is not mentioned by ``offload_optimizer``). Such a module promises that its
+  rules report nothing on any other document; tests/validator_cli/test_lazy_rules.py checks the promise on every
   rule's examples and the shipped configs;
-* by a condition: a module whose source says ``SILENT_WHEN = "_mod.function"`` is not imported for a
+* by a condition: a module whose header says ``SILENT_WHEN = "_mod.function"`` is not imported for a
   document on which that function of rules/_mod.py (a module the family has imported anyway) returns
   True: it promises that each of its rules returns at once there, e.g. the inline DeepSpeed-block
   rules when ``deepspeed_config_file`` names a JSON (test_lazy_rules.py checks this promise as the
@@ -39,7 +40,8 @@ _RULE_ID = re.compile(r'@rule\(id="([a-z0-9-]+)"')
 _WORD = re.compile(r'"([^"]+)"')
 _imported = set()  # module names imported
 _complete = set()  # families whose every module is imported
-_index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module,
+_index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module (None until
+#                load_rule needs it),
 #                module -> SILENT_WHEN (module, function))
 
 
@@ -47,24 +49,43 @@ def _modules():
     return sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and not f.startswith("_"))
 
 
+def _source(m: str) -> str:
+    with open(os.path.join(_HERE, m + ".py"), encoding="utf-8") as fh:
+        return fh.read()
+
+
 def _scan():
     global _index
     if _index is None:
-        by_family, needs, ids, silent = {}, {}, {}, {}
+        by_family, needs, silent = {}, {}, {}
         for m in _modules():
-            with open(os.path.join(_HERE, m + ".py"), encoding="utf-8") as fh:
-                src = fh.read()
+            src = _source(m)
             for fam in sorted(set(_FAMILY.findall(src))):
                 by_family.setdefault(fam, []).append(m)
-            n = _NEEDS.search(src)
+            # NEEDS and SILENT_WHEN sit in a module's header, before its first rule: searching only there
+            # (and reading the rule ids only when load_rule needs them) halves the cost of this scan
+            first = src.find("\n@rule(")
+            head = src[:first] if first >= 0 else src
+            n = _NEEDS.search(head)
             needs[m] = tuple(w.lower() for w in _WORD.findall(n.group(1))) if n else None
-            for rid in _RULE_ID.findall(src):
-                ids.setdefault(rid, m)
-            w = _SILENT.search(src)
+            w = _SILENT.search(head)
             if w:
                 silent[m] = w.groups()
-        _index = (by_family, needs, ids, silent)
+        _index = (by_family, needs, None, silent)
     return _index
+
+
+def _rule_ids():
+    """rule id -> module (read from the sources on first use: only a rule run on a derived document needs it)."""
+    global _index
+    index = _scan()
+    if index[2] is None:
+        ids = {}
+        for m in _modules():
+            for rid in _RULE_ID.findall(_source(m)):
+                ids.setdefault(rid, m)
+        _index = index = (index[0], index[1], ids, index[3])
+    return index[2]
 
 
 def mention_text(doc) -> str:
@@ -127,7 +148,7 @@ def load_family(family: str, doc=None) -> None:
 
 def load_rule(rule_id: str) -> None:
     """Import the module that defines ``rule_id``."""
-    m = _scan()[2].get(rule_id)
+    m = _rule_ids().get(rule_id)
     if m is not None:
         _import(m)
 
