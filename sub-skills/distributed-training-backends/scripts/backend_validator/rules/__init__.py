@@ -147,7 +147,9 @@ def load_family(family: str, doc=None) -> None:
 
 
 def load_rule(rule_id: str) -> None:
-    """Import the module that defines ``rule_id``."""
+    """Import the module that defines ``rule_id`` (nothing to do when it is registered already)."""
+    if rule_id in core.REGISTRY:
+        return
     m = _rule_ids().get(rule_id)
     if m is not None:
         _import(m)
