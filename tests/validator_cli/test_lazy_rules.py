@@ -185,3 +185,31 @@ def test_silent_when_skips_the_inline_rules_only_when_a_json_owns_the_settings()
                   {"deepspeed_config_file": None}, "not a mapping"):
         assert need(block), block
     assert rules.needed("accelerate_deepspeed_inline", None)  # no document: load everything
+
+
+def test_a_consumers_module_holds_only_rules_of_those_consumers():
+    """CONSUMERS = ("deepspeed", ...): the module is not imported for a check with another consumer, which
+    is exact only when each of its rules names consumers (core.run_rules skips a rule whose consumers
+    exclude the check's) and all of them are among the module's."""
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, rules
+    rules.load_all()
+    gated = rules._scan()[4]
+    assert gated.get("deepspeed_consumers_plain") == ("deepspeed", "transformers")
+    for m, names in gated.items():
+        mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]
+        assert mod_rules, m
+        for r in mod_rules:
+            assert r.consumers and set(r.consumers) <= set(names), (m, r.id, r.consumers)
+    doc = core.Doc({"train_batch_size": 8}, kind="json", name="x.json")
+    assert not rules.needed("deepspeed_consumers_plain", doc, "accelerate")
+    assert not rules.needed("deepspeed_consumers_plain", doc, None)
+    assert rules.needed("deepspeed_consumers_plain", doc, "deepspeed")
+    assert rules.needed("deepspeed_consumers_plain", doc, "transformers")
+    assert rules.needed("deepspeed_consumers_plain", None, "accelerate")  # no document: load everything
+    # an Accelerate config naming a JSON: the JSON's consumer is accelerate, so the plain-DeepSpeed rules
+    # are not compiled; the same JSON checked alone (consumer deepspeed) compiles them
+    ds_file = probe("lazy", [str(EX / "deepspeed-file.yaml")])
+    assert "deepspeed_consumers_plain" not in ds_file["modules"], ds_file["modules"]
+    alone = probe("lazy", [str(EX / "ds-zero3.json"), "--consumer", "deepspeed"])
+    assert "deepspeed_consumers_plain" in alone["modules"], alone["modules"]

@@ -18,6 +18,10 @@ PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validat
   True: it promises that each of its rules returns at once there, e.g. the inline DeepSpeed-block
   rules when ``deepspeed_config_file`` names a JSON (test_lazy_rules.py checks this promise as the
   NEEDS one);
+* by consumer: a module whose header says ``CONSUMERS = ("name", ...)`` holds only rules whose
+  ``consumers`` are among those names, so core.run_rules would run none of them for a check with
+  another consumer (or none): it is not imported for such a check (test_lazy_rules.py checks that
+  every rule of such a module names its consumers within the module's);
 * one rule: :func:`load_rule` imports the module that defines a rule id (a rule that runs another
   family's rule on a derived document).
 
@@ -35,6 +39,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # the scan of the rule sources cost more than compiling them (about 50 ms per pattern).
 _FAMILY = re.compile(r'family="([a-z]+)"')
 _NEEDS = re.compile(r'\nNEEDS = \(([^)]*)\)')
+_CONSUMERS = re.compile(r'\nCONSUMERS = \(([^)]*)\)')
 _SILENT = re.compile(r'\nSILENT_WHEN = "([a-z_]+)\.([a-z_]+)"')
 _RULE_ID = re.compile(r'@rule\(id="([a-z0-9-]+)"')
 _WORD = re.compile(r'"([^"]+)"')
@@ -42,7 +47,7 @@ _imported = set()  # module names imported
 _complete = set()  # families whose every module is imported
 _index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module (None until
 #                load_rule needs it),
-#                module -> SILENT_WHEN (module, function))
+#                module -> SILENT_WHEN (module, function), module -> CONSUMERS names)
 
 
 def _modules():
@@ -57,7 +62,7 @@ def _source(m: str) -> str:
 def _scan():
     global _index
     if _index is None:
-        by_family, needs, silent = {}, {}, {}
+        by_family, needs, silent, consumers = {}, {}, {}, {}
         for m in _modules():
             src = _source(m)
             for fam in sorted(set(_FAMILY.findall(src))):
@@ -71,7 +76,10 @@ def _scan():
             w = _SILENT.search(head)
             if w:
                 silent[m] = w.groups()
-        _index = (by_family, needs, None, silent)
+            c = _CONSUMERS.search(head)
+            if c:
+                consumers[m] = tuple(_WORD.findall(c.group(1)))
+        _index = (by_family, needs, None, silent, consumers)
     return _index
 
 
@@ -84,7 +92,7 @@ def _rule_ids():
         for m in _modules():
             for rid in _RULE_ID.findall(_source(m)):
                 ids.setdefault(rid, m)
-        _index = index = (index[0], index[1], ids, index[3])
+        _index = index = (index[0], index[1], ids, index[3], index[4])
     return index[2]
 
 
@@ -109,12 +117,15 @@ def mention_text(doc) -> str:
     return text
 
 
-def needed(module: str, doc) -> bool:
-    """Whether ``module``'s rules can report anything on ``doc`` (its NEEDS words and SILENT_WHEN; with
-    neither: always)."""
+def needed(module: str, doc, consumer=None) -> bool:
+    """Whether ``module``'s rules can report anything on ``doc`` read by ``consumer`` (its NEEDS words,
+    SILENT_WHEN and CONSUMERS; with none of them: always)."""
     index = _scan()
     if doc is None:
         return True
+    names = index[4].get(module)
+    if names is not None and consumer not in names:
+        return False
     words = index[1].get(module)
     if words:
         text = mention_text(doc)
@@ -133,14 +144,14 @@ def _import(m: str) -> None:
         _imported.add(m)
 
 
-def load_family(family: str, doc=None) -> None:
-    """Import the modules that register rules of ``family`` and that ``doc`` needs (every one of
-    them when doc is None)."""
+def load_family(family: str, doc=None, consumer=None) -> None:
+    """Import the modules that register rules of ``family`` and that ``doc`` read by ``consumer``
+    needs (every one of them when doc is None)."""
     if family in _complete:
         return
     mods = _scan()[0].get(family, ())
     for m in mods:
-        if needed(m, doc):
+        if needed(m, doc, consumer):
             _import(m)
     if all(m in _imported for m in mods):
         _complete.add(family)
