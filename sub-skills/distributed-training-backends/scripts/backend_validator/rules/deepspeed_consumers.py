@@ -58,6 +58,10 @@ def auto_unfillable(ctx: Context):
         yield ctx.report(path, f"'{dotted}': {who} cannot fill \"auto\" here (ValueError: not found in kwargs)", hint)
 
 
+_STRICT_REJECTS = ("comment", "trailing-comma", "missing-comma", "unquoted-key", "single-quoted-string",
+                   "quoteless-string", "multiline-string", "root-braces-omitted", "bom")
+
+
 @rule(id="ds-json-syntax", severity="error", family="deepspeed",
       summary="HJSON syntax (comments, trailing commas ...) that a strict-JSON consumer rejects",
       source="accelerate/utils/deepspeed.py::HfDeepSpeedConfig.__init__ (json.load)")

@@ -127,7 +127,3 @@ def transformers_string_number(ctx: Context):
             yield ctx.report(path, f"'{dotted}' is the boolean {str(v).lower()}; the Trainer compares it with the "
                              "TrainingArguments number and reports a mismatch (unless that number is 1)",
                              "write the number, or \"auto\"")
-
-
-_STRICT_REJECTS = ("comment", "trailing-comma", "missing-comma", "unquoted-key", "single-quoted-string",
-                   "quoteless-string", "multiline-string", "root-braces-omitted", "bom")
