@@ -214,3 +214,27 @@ def test_a_consumers_module_holds_only_rules_of_those_consumers():
     assert "deepspeed_consumers_plain" not in ds_file["modules"], ds_file["modules"]
     alone = probe("lazy", [str(EX / "ds-zero3.json"), "--consumer", "deepspeed"])
     assert "deepspeed_consumers_plain" in alone["modules"], alone["modules"]
+
+
+def test_an_option_module_is_compiled_only_with_its_option():
+    """OPTION = "check_imports": accelerate_imports.py (acc-missing-package) is imported only for a check
+    run with --check-imports; without it its rule reports nothing on any document."""
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, rules
+    rules.load_all()
+    assert rules._scan()[5] == {"accelerate_imports": "check_imports"}
+    mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == "backend_validator.rules.accelerate_imports"]
+    assert [r.id for r in mod_rules] == ["acc-missing-package"]
+    for name, doc in _docs_corpus():
+        ctx = core.Context(doc=doc, options=core.Options(cwd=str(REPO)))
+        ctx._rule = mod_rules[0]
+        for _ in mod_rules[0].func(ctx) or ():
+            pass
+        assert not ctx.findings and not ctx.skipped, name
+    doc = core.Doc({"distributed_type": "MEGATRON_LM"}, kind="yaml", name="x.yaml")
+    assert not rules.needed("accelerate_imports", doc, None, core.Options())
+    assert rules.needed("accelerate_imports", doc, None, core.Options(check_imports=True))
+    plain = probe("lazy", [str(EX / "deepspeed-file.yaml")])
+    assert "accelerate_imports" not in plain["modules"], plain["modules"]
+    checked = probe("lazy", [str(EX / "deepspeed-file.yaml"), "--check-imports"])
+    assert "accelerate_imports" in checked["modules"], checked["modules"]

@@ -22,6 +22,8 @@ PYTHONDONTWRITEBYTECODE=1 or a read-only skills folder; benchmarks/bench_validat
   ``consumers`` are among those names, so core.run_rules would run none of them for a check with
   another consumer (or none): it is not imported for such a check (test_lazy_rules.py checks that
   every rule of such a module names its consumers within the module's);
+* by option: a module whose header says ``OPTION = "name"`` is imported only for a check whose
+  core.Options has that option on (its rules return at once without it, e.g. --check-imports);
 * one rule: :func:`load_rule` imports the module that defines a rule id (a rule that runs another
   family's rule on a derived document).
 
@@ -40,6 +42,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _FAMILY = re.compile(r'family="([a-z]+)"')
 _NEEDS = re.compile(r'\nNEEDS = \(([^)]*)\)')
 _CONSUMERS = re.compile(r'\nCONSUMERS = \(([^)]*)\)')
+_OPTION = re.compile(r'\nOPTION = "([a-z_]+)"')
 _SILENT = re.compile(r'\nSILENT_WHEN = "([a-z_]+)\.([a-z_]+)"')
 _RULE_ID = re.compile(r'@rule\(id="([a-z0-9-]+)"')
 _WORD = re.compile(r'"([^"]+)"')
@@ -47,7 +50,7 @@ _imported = set()  # module names imported
 _complete = set()  # families whose every module is imported
 _index = None  # (family -> module names sorted, module -> NEEDS words or None, rule id -> module (None until
 #                load_rule needs it),
-#                module -> SILENT_WHEN (module, function), module -> CONSUMERS names)
+#                module -> SILENT_WHEN (module, function), module -> CONSUMERS names, module -> OPTION)
 
 
 def _modules():
@@ -62,7 +65,7 @@ def _source(m: str) -> str:
 def _scan():
     global _index
     if _index is None:
-        by_family, needs, silent, consumers = {}, {}, {}, {}
+        by_family, needs, silent, consumers, options = {}, {}, {}, {}, {}
         for m in _modules():
             src = _source(m)
             for fam in sorted(set(_FAMILY.findall(src))):
@@ -79,7 +82,10 @@ def _scan():
             c = _CONSUMERS.search(head)
             if c:
                 consumers[m] = tuple(_WORD.findall(c.group(1)))
-        _index = (by_family, needs, None, silent, consumers)
+            o = _OPTION.search(head)
+            if o:
+                options[m] = o.group(1)
+        _index = (by_family, needs, None, silent, consumers, options)
     return _index
 
 
@@ -92,7 +98,7 @@ def _rule_ids():
         for m in _modules():
             for rid in _RULE_ID.findall(_source(m)):
                 ids.setdefault(rid, m)
-        _index = index = (index[0], index[1], ids, index[3], index[4])
+        _index = index = (index[0], index[1], ids) + index[3:]
     return index[2]
 
 
@@ -117,12 +123,15 @@ def mention_text(doc) -> str:
     return text
 
 
-def needed(module: str, doc, consumer=None) -> bool:
-    """Whether ``module``'s rules can report anything on ``doc`` read by ``consumer`` (its NEEDS words,
-    SILENT_WHEN and CONSUMERS; with none of them: always)."""
+def needed(module: str, doc, consumer=None, options=None) -> bool:
+    """Whether ``module``'s rules can report anything on ``doc`` read by ``consumer`` with ``options``
+    (its NEEDS words, SILENT_WHEN, CONSUMERS and OPTION; with none of them: always)."""
     index = _scan()
     if doc is None:
         return True
+    option = index[5].get(module)
+    if option is not None and not getattr(options, option, False):
+        return False
     names = index[4].get(module)
     if names is not None and consumer not in names:
         return False
@@ -144,14 +153,14 @@ def _import(m: str) -> None:
         _imported.add(m)
 
 
-def load_family(family: str, doc=None, consumer=None) -> None:
-    """Import the modules that register rules of ``family`` and that ``doc`` read by ``consumer``
-    needs (every one of them when doc is None)."""
+def load_family(family: str, doc=None, consumer=None, options=None) -> None:
+    """Import the modules that register rules of ``family`` and that ``doc`` read by ``consumer`` with
+    ``options`` needs (every one of them when doc is None)."""
     if family in _complete:
         return
     mods = _scan()[0].get(family, ())
     for m in mods:
-        if needed(m, doc, consumer):
+        if needed(m, doc, consumer, options):
             _import(m)
     if all(m in _imported for m in mods):
         _complete.add(family)
