@@ -35,6 +35,12 @@ def _stage(ctx: Context) -> Optional[int]:
     return D.zero_stage(ctx.doc, ctx.consumer)
 
 
+def strict_json(doc: Any) -> bool:
+    """SILENT_WHEN of deepspeed_json_syntax.py (rules/__init__.py): the document has no lenient (HJSON)
+    feature, so ds-json-syntax returns at once."""
+    return not getattr(doc, "lenient_features", None)
+
+
 def no_legacy_keys(doc: Any) -> bool:
     """SILENT_WHEN of deepspeed_legacy_keys.py (rules/__init__.py): the JSON has no removed key (top level
     or zero_optimization), no deprecated zero_optimization key, no strict block giving a field and its alias

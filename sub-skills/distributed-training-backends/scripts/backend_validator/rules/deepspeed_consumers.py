@@ -1,7 +1,7 @@
 """DeepSpeed JSON rules that depend on who reads the file: "auto" values (plain DeepSpeed drops or
 refuses them; Accelerate and the Trainer fill some) and JSON syntax per consumer (family ``deepspeed``,
 deepspeed 0.19.8; the docstring convention is in _ds.py). The rules only plain DeepSpeed or the Trainer
-run are in deepspeed_consumers_plain.py.
+run are in deepspeed_consumers_plain.py, JSON syntax in deepspeed_json_syntax.py.
 """
 from __future__ import annotations
 
@@ -56,44 +56,6 @@ def auto_unfillable(ctx: Context):
         hint = (f"write a concrete value, or use the spelling {alt!r} which {who} fills" if alt and alt in fillable
                 else "write a concrete value")
         yield ctx.report(path, f"'{dotted}': {who} cannot fill \"auto\" here (ValueError: not found in kwargs)", hint)
-
-
-_STRICT_REJECTS = ("comment", "trailing-comma", "missing-comma", "unquoted-key", "single-quoted-string",
-                   "quoteless-string", "multiline-string", "root-braces-omitted", "bom")
-
-
-@rule(id="ds-json-syntax", severity="error", family="deepspeed",
-      summary="HJSON syntax (comments, trailing commas ...) that a strict-JSON consumer rejects",
-      source="accelerate/utils/deepspeed.py::HfDeepSpeedConfig.__init__ (json.load)")
-def json_syntax(ctx: Context):
-    """Oracle: consumer=accelerate
-
-    Fails:
-
-    ```json
-    {"train_micro_batch_size_per_gpu": 8, // per device
-     "zero_optimization": {"stage": 2},}
-    ```
-
-    Passes:
-
-    ```json
-    {"train_micro_batch_size_per_gpu": 8, "zero_optimization": {"stage": 2}}
-    ```
-    """
-    seen = set()
-    for kind, line, col in ctx.doc.lenient_features:
-        if ctx.consumer == "deepspeed":
-            if kind != "nan-infinity":
-                continue
-            msg = "NaN/Infinity is not valid HJSON (deepspeed's hjson loader reads it as a string or fails)"
-        else:
-            if kind not in _STRICT_REJECTS or kind in seen:
-                continue
-            seen.add(kind)
-            msg = (f"{kind.replace('-', ' ')} is HJSON, not JSON: {ctx.consumer} reads the file with json.load and "
-                   "fails (plain deepspeed would accept it)")
-        yield ctx.report((), msg, "remove it to make the file strict JSON", line=line, col=col)
 
 
 @rule(id="ds-accelerate-needs-zero-block", severity="error", family="deepspeed",
