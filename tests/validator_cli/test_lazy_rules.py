@@ -130,7 +130,7 @@ def test_a_topic_module_reports_nothing_on_a_document_that_does_not_mention_its_
     gated = {m: w for m, w in rules._scan()[1].items() if w}
     gated.update((m, w) for m, w in rules._scan()[3].items())  # SILENT_WHEN: the same promise
     assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed", "accelerate_deepspeed_inline",
-            "accelerate_multinode", "deepspeed_legacy_keys", "deepspeed_json_syntax"} <= set(gated)
+            "accelerate_multinode", "deepspeed_legacy_keys", "deepspeed_json_syntax", "accelerate_json"} <= set(gated)
     checked = skipped = 0
     for m in gated:
         mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]

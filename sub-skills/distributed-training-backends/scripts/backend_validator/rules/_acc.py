@@ -17,6 +17,12 @@ def eff(ctx: Context) -> Effective:
     return e
 
 
+def yaml_or_strict_json(doc: Any) -> bool:
+    """SILENT_WHEN of accelerate_json.py (rules/__init__.py): not a JSON document, or one whose only
+    lenient features are NaN/Infinity, so acc-json-not-strict returns at once."""
+    return doc.kind != "json" or all(f[0] == "nan-infinity" for f in doc.lenient_features)
+
+
 def single_machine(doc: Any) -> bool:
     """SILENT_WHEN of accelerate_multinode.py (rules/__init__.py): num_machines is not a number above 1,
     so Effective.multi_machine is false and each of those rules returns at once."""

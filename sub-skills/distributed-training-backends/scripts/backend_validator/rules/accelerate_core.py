@@ -1,6 +1,6 @@
-"""Accelerate config rules: loading (distributed_type, compute_environment, JSON strictness), top-level
-keys and value types and blocks the chosen distributed_type ignores (accelerate 1.15.0); optional packages
-(--check-imports) are in accelerate_imports.
+"""Accelerate config rules: loading (distributed_type, compute_environment), top-level keys and value types
+and blocks the chosen distributed_type ignores (accelerate 1.15.0); JSON strictness is in accelerate_json,
+optional packages (--check-imports) in accelerate_imports.
 Process counts and machines are in accelerate_processes, dynamo in accelerate_dynamo, SageMaker and
 Megatron-LM in accelerate_platforms; use_cpu, the debug / tpu_use_cluster truthiness, top-level flags the
 launcher never copies and values it puts in the child environment as they are in accelerate_launch_keys
@@ -153,31 +153,6 @@ def unknown_top_level_key(ctx):
     report_unknown(ctx, None, [k for k in extra if k not in S.REMOVED_TOP_LEVEL], fields,
                    f"{'SageMakerConfig' if e.sagemaker else 'ClusterConfig'} refuses the config",
                    also=[] if e.sagemaker else sorted(S.LEGACY_TOP_LEVEL))
-    return ()
-
-
-@rule(id="acc-json-not-strict", severity="error", family="accelerate",
-      summary="a .json Accelerate config uses comments/trailing commas (accelerate uses json.load)",
-      source=f"{CFG}::BaseConfig.from_json_file")
-def json_not_strict(ctx):
-    """Config files whose name ends in ``.json`` are read with strict ``json.load``.
-
-    Fails:
-    ```json
-    {"distributed_type": "NO", "num_processes": 1,}
-    ```
-    Passes:
-    ```json
-    {"distributed_type": "NO", "num_processes": 1}
-    ```
-    """
-    # json.load accepts NaN/Infinity; everything else the lenient loader tolerated (comments, trailing
-    # commas, unquoted keys, single quotes, a UTF-8 BOM ...) makes it fail
-    strict_fails = [f for f in ctx.doc.lenient_features if f[0] != "nan-infinity"] if ctx.doc.kind == "json" else []
-    if strict_fails:
-        kind, line, col = strict_fails[0]
-        ctx.report((), f"not strict JSON ({kind}); accelerate reads .json configs with json.load and fails",
-                   "remove comments / trailing commas, or write the config as YAML", line=line, col=col)
     return ()
 
 
