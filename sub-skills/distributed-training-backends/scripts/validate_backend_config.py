@@ -28,11 +28,17 @@ from backend_validator.cli import main  # noqa: E402
 
 
 def _exit(rc) -> None:
-    """Exit as sys.exit(rc) would, without tearing the interpreter down: freeing every module and object
-    at exit was 15M instructions of a DeepSpeed-file check (bench_validator.py --instructions), and
-    nothing here needs it (no atexit handlers, threads, temporary files; output files are closed
-    where written). The exit status is sys.exit's: None 0, an int itself, other values printed and 1;
-    120 when flushing the output fails, as at interpreter exit."""
+    """Exit as sys.exit(rc) would. When this file is the program itself (python validate_backend_config.py
+    ...), without tearing the interpreter down: freeing every module and object at exit was 15M
+    instructions of a DeepSpeed-file check (bench_validator.py --instructions), and nothing here needs it
+    (no atexit handlers, threads, temporary files; output files are closed where written). The exit
+    status is sys.exit's: None 0, an int itself, other values printed and 1; 120 when flushing the output
+    fails, as at interpreter exit. Run any other way (runpy from another program, an interpreter without
+    sys.orig_argv) it raises SystemExit as usual."""
+    argv = getattr(sys, "orig_argv", None)
+    if not argv or len(argv) <= len(sys.argv) or argv[len(argv) - len(sys.argv):] != sys.argv or \
+            os.path.realpath(sys.argv[0]) != os.path.realpath(__file__):
+        sys.exit(rc)
     if rc is None:
         rc = 0
     elif not isinstance(rc, int):
