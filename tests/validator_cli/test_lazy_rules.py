@@ -129,7 +129,8 @@ def test_a_topic_module_reports_nothing_on_a_document_that_does_not_mention_its_
     assert len(corpus) > 400
     gated = {m: w for m, w in rules._scan()[1].items() if w}
     gated.update((m, w) for m, w in rules._scan()[3].items())  # SILENT_WHEN: the same promise
-    assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed", "accelerate_deepspeed_inline"} <= set(gated)
+    assert {"accelerate_fsdp", "accelerate_fp8", "accelerate_deepspeed", "accelerate_deepspeed_inline",
+            "accelerate_multinode", "deepspeed_legacy_keys", "deepspeed_json_syntax", "accelerate_json"} <= set(gated)
     checked = skipped = 0
     for m in gated:
         mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]
@@ -185,3 +186,55 @@ def test_silent_when_skips_the_inline_rules_only_when_a_json_owns_the_settings()
                   {"deepspeed_config_file": None}, "not a mapping"):
         assert need(block), block
     assert rules.needed("accelerate_deepspeed_inline", None)  # no document: load everything
+
+
+def test_a_consumers_module_holds_only_rules_of_those_consumers():
+    """CONSUMERS = ("deepspeed", ...): the module is not imported for a check with another consumer, which
+    is exact only when each of its rules names consumers (core.run_rules skips a rule whose consumers
+    exclude the check's) and all of them are among the module's."""
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, rules
+    rules.load_all()
+    gated = rules._scan()[4]
+    assert gated.get("deepspeed_consumers_plain") == ("deepspeed", "transformers")
+    for m, names in gated.items():
+        mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == f"backend_validator.rules.{m}"]
+        assert mod_rules, m
+        for r in mod_rules:
+            assert r.consumers and set(r.consumers) <= set(names), (m, r.id, r.consumers)
+    doc = core.Doc({"train_batch_size": 8}, kind="json", name="x.json")
+    assert not rules.needed("deepspeed_consumers_plain", doc, "accelerate")
+    assert not rules.needed("deepspeed_consumers_plain", doc, None)
+    assert rules.needed("deepspeed_consumers_plain", doc, "deepspeed")
+    assert rules.needed("deepspeed_consumers_plain", doc, "transformers")
+    assert rules.needed("deepspeed_consumers_plain", None, "accelerate")  # no document: load everything
+    # an Accelerate config naming a JSON: the JSON's consumer is accelerate, so the plain-DeepSpeed rules
+    # are not compiled; the same JSON checked alone (consumer deepspeed) compiles them
+    ds_file = probe("lazy", [str(EX / "deepspeed-file.yaml")])
+    assert "deepspeed_consumers_plain" not in ds_file["modules"], ds_file["modules"]
+    alone = probe("lazy", [str(EX / "ds-zero3.json"), "--consumer", "deepspeed"])
+    assert "deepspeed_consumers_plain" in alone["modules"], alone["modules"]
+
+
+def test_an_option_module_is_compiled_only_with_its_option():
+    """OPTION = "check_imports": accelerate_imports.py (acc-missing-package) is imported only for a check
+    run with --check-imports; without it its rule reports nothing on any document."""
+    sys.path.insert(0, str(SCRIPTS))
+    from backend_validator import core, rules
+    rules.load_all()
+    assert rules._scan()[5] == {"accelerate_imports": "check_imports"}
+    mod_rules = [r for r in core.REGISTRY.values() if r.func.__module__ == "backend_validator.rules.accelerate_imports"]
+    assert [r.id for r in mod_rules] == ["acc-missing-package"]
+    for name, doc in _docs_corpus():
+        ctx = core.Context(doc=doc, options=core.Options(cwd=str(REPO)))
+        ctx._rule = mod_rules[0]
+        for _ in mod_rules[0].func(ctx) or ():
+            pass
+        assert not ctx.findings and not ctx.skipped, name
+    doc = core.Doc({"distributed_type": "MEGATRON_LM"}, kind="yaml", name="x.yaml")
+    assert not rules.needed("accelerate_imports", doc, None, core.Options())
+    assert rules.needed("accelerate_imports", doc, None, core.Options(check_imports=True))
+    plain = probe("lazy", [str(EX / "deepspeed-file.yaml")])
+    assert "accelerate_imports" not in plain["modules"], plain["modules"]
+    checked = probe("lazy", [str(EX / "deepspeed-file.yaml"), "--check-imports"])
+    assert "accelerate_imports" in checked["modules"], checked["modules"]

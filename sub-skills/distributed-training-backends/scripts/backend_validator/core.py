@@ -283,7 +283,7 @@ class Rule(Record):
 REGISTRY: Dict[str, Rule] = {}
 # Set by the rules package: imports the modules of a family that a document needs before the family
 # runs on it (rules/__init__.py).
-FAMILY_LOADER: Optional[Callable[[str, Optional[Doc]], None]] = None
+FAMILY_LOADER: Optional[Callable[[str, Optional[Doc], Optional[str], Any], None]] = None
 
 
 def rule(*, id: str, severity: str, family: str, summary: str, source: str,
@@ -368,7 +368,7 @@ def run_rules(ctx: Context, family: str) -> List[Finding]:
     """Run every registered rule of ``family`` on ctx; return new findings."""
     start = len(ctx.findings)
     if FAMILY_LOADER is not None:
-        FAMILY_LOADER(family, ctx.doc)
+        FAMILY_LOADER(family, ctx.doc, ctx.consumer, ctx.options)
     for r in list(REGISTRY.values()):
         if r.family != family:
             continue

@@ -118,7 +118,7 @@ def _field(spec: Dict[str, Any]) -> F:
 
 def _load() -> Dict[str, Any]:
     import os
-    from .loader_json_strict import read_data
+    from .data_file import read_data
     data = read_data(os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed_tables.json"))
     out = {k: _tuples(v) for k, v in data["tables"].items()}
     for name, specs in data["fields"].items():

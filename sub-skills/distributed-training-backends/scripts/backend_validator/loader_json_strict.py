@@ -101,29 +101,6 @@ class StrictJsonDoc(Doc):
                        lambda self, v: self._set.__setitem__("scalars", v))
 
 
-def read_data(path: str) -> Any:
-    """A JSON data file shipped with the validator (deepspeed_tables.json), read with json's C scanner
-    (json.loads where there is none); unlike a Python table it costs no compiling."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    global _data_scanner
-    if _data_scanner is None:
-        try:
-            from _json import make_scanner
-        except ImportError:
-            import json
-            return json.loads(text)
-        _data_scanner = make_scanner(_DataContext())
-    return _data_scanner(text, len(text) - len(text.lstrip(_WS)))[0]
-
-
-class _DataContext(_Context):
-    object_pairs_hook = None
-
-
-_data_scanner = None
-
-
 def load_text(text: str, name: str, source_path: Optional[str] = None) -> Doc:
     """loader_json.load_text, without importing loader_json.py for strict JSON (module docstring)."""
     if isinstance(text, str):

@@ -17,6 +17,20 @@ def eff(ctx: Context) -> Effective:
     return e
 
 
+def yaml_or_strict_json(doc: Any) -> bool:
+    """SILENT_WHEN of accelerate_json.py (rules/__init__.py): not a JSON document, or one whose only
+    lenient features are NaN/Infinity, so acc-json-not-strict returns at once."""
+    return doc.kind != "json" or all(f[0] == "nan-infinity" for f in doc.lenient_features)
+
+
+def single_machine(doc: Any) -> bool:
+    """SILENT_WHEN of accelerate_multinode.py (rules/__init__.py): num_machines is not a number above 1,
+    so Effective.multi_machine is false and each of those rules returns at once."""
+    d = doc.data if isinstance(doc.data, dict) else {}
+    nm = d.get("num_machines", 1)
+    return not (isinstance(nm, (int, float)) and not isinstance(nm, bool) and nm > 1)
+
+
 def fmt(v: Any, limit: int = 60) -> str:
     """A value as shown in a one-line message (quoted, control characters escaped, shortened)."""
     if isinstance(v, str) and v.isprintable() and "'" not in v:

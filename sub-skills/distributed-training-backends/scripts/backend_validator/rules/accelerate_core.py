@@ -1,8 +1,10 @@
-"""Accelerate config rules: loading (distributed_type, compute_environment, JSON strictness), top-level
-keys and value types, blocks the chosen distributed_type ignores, environment values and optional packages
-(accelerate 1.15.0). Process counts and machines are in accelerate_processes, dynamo in accelerate_dynamo,
-SageMaker and Megatron-LM in accelerate_platforms, the debug / tpu_use_cluster truthiness in
-accelerate_launch_keys.
+"""Accelerate config rules: loading (distributed_type, compute_environment), top-level keys and value types
+and blocks the chosen distributed_type ignores (accelerate 1.15.0); JSON strictness is in accelerate_json,
+optional packages (--check-imports) in accelerate_imports.
+Process counts and machines are in accelerate_processes, dynamo in accelerate_dynamo, SageMaker and
+Megatron-LM in accelerate_platforms; use_cpu, the debug / tpu_use_cluster truthiness, top-level flags the
+launcher never copies and values it puts in the child environment as they are in accelerate_launch_keys
+(compiled only for a config with one of those keys).
 """
 from __future__ import annotations
 
@@ -154,31 +156,6 @@ def unknown_top_level_key(ctx):
     return ()
 
 
-@rule(id="acc-json-not-strict", severity="error", family="accelerate",
-      summary="a .json Accelerate config uses comments/trailing commas (accelerate uses json.load)",
-      source=f"{CFG}::BaseConfig.from_json_file")
-def json_not_strict(ctx):
-    """Config files whose name ends in ``.json`` are read with strict ``json.load``.
-
-    Fails:
-    ```json
-    {"distributed_type": "NO", "num_processes": 1,}
-    ```
-    Passes:
-    ```json
-    {"distributed_type": "NO", "num_processes": 1}
-    ```
-    """
-    # json.load accepts NaN/Infinity; everything else the lenient loader tolerated (comments, trailing
-    # commas, unquoted keys, single quotes, a UTF-8 BOM ...) makes it fail
-    strict_fails = [f for f in ctx.doc.lenient_features if f[0] != "nan-infinity"] if ctx.doc.kind == "json" else []
-    if strict_fails:
-        kind, line, col = strict_fails[0]
-        ctx.report((), f"not strict JSON ({kind}); accelerate reads .json configs with json.load and fails",
-                   "remove comments / trailing commas, or write the config as YAML", line=line, col=col)
-    return ()
-
-
 @rule(id="acc-int-value", severity="error", family="accelerate",
       summary="num_processes / num_machines / machine_rank / main_process_port is not an integer",
       source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
@@ -270,38 +247,6 @@ def int_value(ctx):
     return ()
 
 
-@rule(id="acc-use-cpu-invalid", severity="error", family="accelerate",
-      summary="use_cpu is not a boolean (the simple launcher exports it and parses it back)",
-      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
-def use_cpu_invalid(ctx):
-    """The simple launcher writes ``str(use_cpu)`` to ``ACCELERATE_USE_CPU`` and immediately reads
-    it back with ``str_to_bool``; ``null`` or a word like ``cpu`` fails.
-
-    Fails:
-    ```yaml
-    distributed_type: 'NO'
-    num_processes: 1
-    use_cpu: cpu
-    ```
-    Passes:
-    ```yaml
-    distributed_type: 'NO'
-    num_processes: 1
-    use_cpu: true
-    ```
-    """
-    e = eff(ctx)
-    d = ctx.doc.data
-    if not e.sagemaker and isinstance(d.get("use_cpu"), dict):
-        # a mapping is merged like a config block, so the launch arguments never get use_cpu at all
-        ctx.report(("use_cpu",), "use_cpu is a mapping; accelerate launch then has no use_cpu value and fails",
-                   "write use_cpu: true or false")
-    elif e.launcher == "simple" and "use_cpu" in d and not S.is_truth_word(d["use_cpu"]):
-        ctx.report(("use_cpu",), f"use_cpu is {fmt(d['use_cpu'])}; the launcher parses it as a boolean and fails",
-                   "write use_cpu: true or false")
-    return ()
-
-
 @rule(id="acc-invalid-mixed-precision", severity="error", family="accelerate",
       summary="mixed_precision is not no / fp16 / bf16 / fp8 (YAML 1.1 reads unquoted no as false)",
       source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
@@ -336,52 +281,6 @@ def invalid_mixed_precision(ctx):
     elif v.lower() not in S.PRECISIONS:
         ctx.report(path, f"mixed_precision {fmt(v)} is not one of no, fp16, bf16, fp8; the launcher refuses it",
                    "use no, fp16, bf16 or fp8")
-    return ()
-
-
-@rule(id="acc-launch-ignored-key", severity="warning", family="accelerate",
-      summary="rdzv_backend / same_network / enable_cpu_affinity / downcast_bf16 / tpu_use_sudo never "
-              "reach the launcher", source=LAUNCH)
-def launch_ignored(ctx):
-    """Top-level scalars are copied only when the launch argument is None, and these five have
-    non-None argparse defaults, so the file's value is silently replaced by the default.
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_machines: 2
-    num_processes: 16
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    rdzv_backend: c10d
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_machines: 2
-    num_processes: 16
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    rdzv_backend: static
-    ```
-    """
-    e = eff(ctx)
-    if e.sagemaker:
-        return ()
-    d = ctx.doc.data
-    for k, default in S.LAUNCH_IGNORED_TOP_LEVEL.items():
-        if k not in d or d[k] is None:
-            continue
-        v = d[k]
-        changed = (v != default) if k == "rdzv_backend" else (S.truth(v) is True)
-        relevant = {"rdzv_backend": e.multi_machine() and e.launcher in ("torchrun", "deepspeed"),
-                    "same_network": e.multi_machine() and e.launcher in ("torchrun", "deepspeed"),
-                    "enable_cpu_affinity": True,
-                    "downcast_bf16": e.is_xla,
-                    "tpu_use_sudo": e.is_xla and bool(S.truth(d.get("tpu_use_cluster")))}[k]
-        if changed and relevant:
-            ctx.report((k,), f"{k}: {fmt(v)} is not applied by accelerate launch (the flag default "
-                       f"{fmt(default)} wins)", f"pass --{k} on the accelerate launch command line instead")
     return ()
 
 
@@ -502,113 +401,4 @@ def block_not_mapping(ctx):
             ctx.report((block,), f"{block} is {fmt(v)} ({type(v).__name__}), not a mapping: accelerate launch "
                        "skips it and none of its settings apply",
                        "write the block as indented key: value lines (no '- ' list items)")
-    return ()
-
-
-def _on_path(*programs: str) -> bool:
-    import shutil  # only for an mpirun_hostfile
-    return any(shutil.which(p) for p in programs)
-
-
-def _missing(mod: str) -> bool:
-    try:
-        import importlib.util  # only with --check-imports
-        return importlib.util.find_spec(mod) is None
-    except (ImportError, ValueError):
-        return True
-
-
-@rule(id="acc-missing-package", severity="info", family="accelerate",
-      summary="(--check-imports) an optional package the config needs is not importable here",
-      source="accelerate/utils/imports.py")
-def missing_package(ctx):
-    """Only with ``--check-imports``: uses ``importlib.util.find_spec`` (nothing is imported) to
-    say which optional packages the selected features need (deepspeed, Megatron-LM, torch_xla,
-    sagemaker, transformers for TP / zero3_init_flag, an FP8 backend, mpirun).
-
-    Fails:
-    ```yaml
-    distributed_type: MEGATRON_LM
-    num_processes: 8
-    ```
-    Passes:
-    ```yaml
-    distributed_type: 'NO'
-    num_processes: 1
-    ```
-    """
-    if not ctx.options.check_imports:
-        return ()
-    e = eff(ctx)
-    need = []
-    if e.launcher == "deepspeed":
-        need.append(("deepspeed", "DEEPSPEED needs the deepspeed package"))
-        if S.truth(e.get("zero3_init_flag")):
-            need.append(("transformers", "zero3_init_flag needs transformers"))
-    if e.is_megatron:
-        need.append(("megatron", "MEGATRON_LM needs Megatron-LM (megatron.core)"))
-    if e.is_xla:
-        need.append(("torch_xla", "XLA needs torch_xla"))
-    if e.sagemaker:
-        need.append(("sagemaker", "AMAZON_SAGEMAKER needs the sagemaker SDK"))
-    tp = S.as_int(e.get("parallelism_config_tp_size", 1))
-    if e.uses_parallelism() and tp is not None and tp > 1:
-        need.append(("transformers", "tensor parallelism needs transformers >= 4.52"))
-    if e.fp8 and e.launcher in ("simple", "torchrun", "deepspeed"):
-        b = e.fp8_backend()
-        mods = {"TE": ["transformer_engine"], "MSAMP": ["msamp"], "AO": ["torchao"]}.get(
-            b, ["torchao", "transformer_engine", "msamp"])
-        if all(_missing(m) for m in mods):
-            ctx.report(("mixed_precision",), f"fp8 needs {' or '.join(mods)}, none is importable here "
-                       "(launch raises 'FP8 is not available')", "install an FP8 backend on the training nodes")
-    for mod, why in need:
-        if _missing(mod):
-            ctx.report(("distributed_type",), f"{why}; '{mod}' is not importable here",
-                       f"install {mod} where the job runs")
-    if e.launcher == "simple" and e.get("mpirun_hostfile") and not _on_path("mpirun", "mpiexec"):
-        ctx.report(("mpirun_config",), "mpirun_hostfile needs mpirun or mpiexec on PATH (not found here)",
-                   "install Open MPI, Intel MPI or MVAPICH where the job runs")
-    return ()
-
-
-@rule(id="acc-env-value-not-text", severity="error", family="accelerate",
-      summary="simple launcher: dynamo_mode or main_process_ip is not text, so the process cannot be started",
-      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
-def env_not_text(ctx):
-    """The simple launcher (NO, MULTI_CPU) copies ``dynamo_mode`` and ``main_process_ip`` into the
-    child environment without ``str()``; ``subprocess.Popen`` refuses a number or boolean there.
-    YAML makes ``main_process_ip: 10`` or ``dynamo_mode: 010`` numbers.
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_processes: 2
-    main_process_ip: 1234
-    mpirun_config:
-      mpirun_hostfile: /etc/hostfile
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_processes: 2
-    main_process_ip: '1234'
-    mpirun_config:
-      mpirun_hostfile: /etc/hostfile
-    ```
-    """
-    e = eff(ctx)
-    if e.launcher != "simple":
-        return ()
-    d = ctx.doc.data
-    if e.has("dynamo_mode") and not isinstance(e.get("dynamo_mode"), str):
-        ctx.report(e.path("dynamo_mode"), f"dynamo_mode is {fmt(e.get('dynamo_mode'))} "
-                   f"({type(e.get('dynamo_mode')).__name__}); the launcher puts it in the child environment "
-                   "as is and the process cannot start", "quote it, e.g. dynamo_mode: 'default'")
-    ip = d.get("main_process_ip")
-    n, nm = d.get("num_processes"), d.get("num_machines", 1)
-    many = (isinstance(n, (int, float)) and not isinstance(n, bool) and n > 1) or \
-        (isinstance(nm, (int, float)) and not isinstance(nm, bool) and nm > 1)  # `num_machines > 1`
-    if ip is not None and not isinstance(ip, (str, dict)) and many:
-        ctx.report(("main_process_ip",), f"main_process_ip is {fmt(ip)} ({type(ip).__name__}); the launcher sets "
-                   "MASTER_ADDR to it as is and the process cannot start", "quote the address")
     return ()

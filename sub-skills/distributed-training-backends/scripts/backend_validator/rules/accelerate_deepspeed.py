@@ -2,14 +2,15 @@
 
 These look only at the Accelerate file; the rules about an inline block's settings are in
 accelerate_deepspeed_inline.py. The DeepSpeed JSON that
-``deepspeed_config_file`` names is checked by the deepspeed/cross rule families.
+``deepspeed_config_file`` names is checked by the deepspeed/cross rule families; the multi-node hostfile
+and launcher rules are in accelerate_multinode.py (compiled only when num_machines > 1).
 """
 from __future__ import annotations
 
 from ..core import rule
 from . import accelerate_schema as S
 from ._acc import fmt, report_unknown
-from ._acc_ds import DS_ENV as ENV, DS_PLUGIN as PLUGIN, ds_eff as _ds, has_ds_file as _has_file
+from ._acc_ds import DS_PLUGIN as PLUGIN, ds_eff as _ds, has_ds_file as _has_file
 
 # Imported only for a document that mentions DeepSpeed: distributed_type DEEPSPEED or a deepspeed_config block
 # (rules/__init__.py): every rule here reports nothing on any other document. The rules about the
@@ -152,96 +153,4 @@ def ds_bool(ctx):
             and not S.is_truth_word(e.get("zero3_init_flag")):
         ctx.report(e.path("zero3_init_flag"), f"zero3_init_flag {fmt(e.get('zero3_init_flag'))} is not a truth "
                    "word; DeepSpeedPlugin fails parsing it", "use true or false")
-    return ()
-
-
-@rule(id="acc-ds-hostfile-missing", severity="warning", family="accelerate",
-      summary="multi-node DeepSpeed (pdsh/openmpi/...) without deepspeed_hostfile", source=ENV)
-def hostfile_missing(ctx):
-    """For ``num_machines > 1`` with a launcher other than ``standard`` accelerate runs
-    ``deepspeed --hostfile <deepspeed_hostfile>``; unset, the literal path ``None`` is passed and
-    DeepSpeed falls back to local resources only.
-
-    Fails:
-    ```yaml
-    distributed_type: DEEPSPEED
-    num_machines: 2
-    num_processes: 16
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    deepspeed_config:
-      zero_stage: 2
-      deepspeed_multinode_launcher: pdsh
-    ```
-    Passes:
-    ```yaml
-    distributed_type: DEEPSPEED
-    num_machines: 2
-    num_processes: 16
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    deepspeed_config:
-      zero_stage: 2
-      deepspeed_multinode_launcher: pdsh
-      deepspeed_hostfile: /job/hostfile
-    ```
-    """
-    e = _ds(ctx)
-    if e and e.multi_machine() and e.get("deepspeed_multinode_launcher", "pdsh") != "standard" \
-            and not e.get("deepspeed_hostfile"):
-        ctx.report(("deepspeed_config",), "multi-node DeepSpeed launch without deepspeed_hostfile: '--hostfile "
-                   "None' is passed and DeepSpeed runs on this machine only",
-                   "set deepspeed_config.deepspeed_hostfile, or deepspeed_multinode_launcher: standard (torchrun)")
-    return ()
-
-
-# deepspeed/launcher/constants.py: names runner.main dispatches on (after .lower())
-DS_RUNNER_LAUNCHERS = ("pdsh", "openmpi", "mpich", "impi", "mvapich", "slurm")
-
-
-@rule(id="acc-ds-multinode-launcher-invalid", severity="error", family="accelerate",
-      summary="multi-node deepspeed_multinode_launcher that neither accelerate nor the deepspeed runner knows",
-      source="deepspeed/launcher/runner.py::main")
-def multinode_launcher(ctx):
-    """For ``num_machines > 1`` accelerate passes ``--launcher <deepspeed_multinode_launcher>`` to the
-    ``deepspeed`` runner unchecked (``standard`` means torchrun, ``nossh`` means ``--no_ssh``); the
-    runner knows pdsh, openmpi, mpich, impi, mvapich and slurm only.
-
-    Fails:
-    ```yaml
-    distributed_type: DEEPSPEED
-    num_machines: 2
-    num_processes: 16
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    deepspeed_config:
-      zero_stage: 2
-      deepspeed_hostfile: /job/hostfile
-      deepspeed_multinode_launcher: mpi
-    ```
-    Passes:
-    ```yaml
-    distributed_type: DEEPSPEED
-    num_machines: 2
-    num_processes: 16
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    deepspeed_config:
-      zero_stage: 2
-      deepspeed_hostfile: /job/hostfile
-      deepspeed_multinode_launcher: openmpi
-    ```
-    """
-    e = _ds(ctx)
-    if not e or not e.multi_machine() or not e.has("deepspeed_multinode_launcher"):
-        return ()
-    v = e.get("deepspeed_multinode_launcher")
-    if v is None or v in ("standard", "nossh"):
-        return ()
-    if str(v).lower() not in DS_RUNNER_LAUNCHERS:
-        from ..core import did_you_mean
-        m = did_you_mean(str(v).lower(), S.DS_MULTINODE_LAUNCHERS)
-        ctx.report(e.path("deepspeed_multinode_launcher"), f"deepspeed_multinode_launcher {fmt(v)} is not a launcher "
-                   "the deepspeed runner knows", f"did you mean '{m}'?" if m else
-                   f"use one of: {', '.join(S.DS_MULTINODE_LAUNCHERS)}")
     return ()

@@ -1,5 +1,7 @@
 """Accelerate launch rules for optional top-level keys (accelerate 1.15.0): gpu_ids, use_cpu, mpirun_config,
-main_process_port, and the truthiness of debug / tpu_use_cluster. Split from accelerate_processes and
+main_process_port, the truthiness of debug / tpu_use_cluster, top-level flags the launcher never copies
+(rdzv_backend, same_network, ...), and values put in the child environment as they are (dynamo_mode,
+main_process_ip). Split from accelerate_processes and
 accelerate_core so that a config without these keys does not compile them (start time without bytecode,
 benchmarks/bench_validator.py --start-only); every rule here reports nothing unless the config has one of the
 NEEDS keys.
@@ -11,8 +13,10 @@ from . import accelerate_schema as S
 from ._acc import LAUNCH, ULAUNCH, eff, fmt, report_unknown
 from .accelerate_processes import _gpu_launcher
 
-# each rule reads one of these keys; a config without any of them skips the module
-NEEDS = ("gpu_ids", "use_cpu", "mpirun_config", "main_process_port", "debug", "tpu_use_cluster")
+# each rule reads one of these keys (dynamo_mode also as dynamo_config.mode); a config without any of them
+# skips the module
+NEEDS = ("gpu_ids", "use_cpu", "mpirun_config", "main_process_port", "debug", "tpu_use_cluster", "rdzv_backend",
+         "same_network", "enable_cpu_affinity", "downcast_bf16", "tpu_use_sudo", "dynamo", "main_process_ip")
 
 
 def _port_checked(e, d):
@@ -224,4 +228,125 @@ def false_string_truthy(ctx):
                 continue
             ctx.report((k,), f"{k} is the string {fmt(v)}, which is truthy: {k} is switched ON",
                        f"write {k}: false (unquoted)")
+    return ()
+
+
+@rule(id="acc-use-cpu-invalid", severity="error", family="accelerate",
+      summary="use_cpu is not a boolean (the simple launcher exports it and parses it back)",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def use_cpu_invalid(ctx):
+    """The simple launcher writes ``str(use_cpu)`` to ``ACCELERATE_USE_CPU`` and immediately reads
+    it back with ``str_to_bool``; ``null`` or a word like ``cpu`` fails.
+
+    Fails:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    use_cpu: cpu
+    ```
+    Passes:
+    ```yaml
+    distributed_type: 'NO'
+    num_processes: 1
+    use_cpu: true
+    ```
+    """
+    e = eff(ctx)
+    d = ctx.doc.data
+    if not e.sagemaker and isinstance(d.get("use_cpu"), dict):
+        # a mapping is merged like a config block, so the launch arguments never get use_cpu at all
+        ctx.report(("use_cpu",), "use_cpu is a mapping; accelerate launch then has no use_cpu value and fails",
+                   "write use_cpu: true or false")
+    elif e.launcher == "simple" and "use_cpu" in d and not S.is_truth_word(d["use_cpu"]):
+        ctx.report(("use_cpu",), f"use_cpu is {fmt(d['use_cpu'])}; the launcher parses it as a boolean and fails",
+                   "write use_cpu: true or false")
+    return ()
+
+
+@rule(id="acc-launch-ignored-key", severity="warning", family="accelerate",
+      summary="rdzv_backend / same_network / enable_cpu_affinity / downcast_bf16 / tpu_use_sudo never "
+              "reach the launcher", source=LAUNCH)
+def launch_ignored(ctx):
+    """Top-level scalars are copied only when the launch argument is None, and these five have
+    non-None argparse defaults, so the file's value is silently replaced by the default.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    rdzv_backend: c10d
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_GPU
+    num_machines: 2
+    num_processes: 16
+    main_process_ip: 10.0.0.1
+    main_process_port: 29500
+    rdzv_backend: static
+    ```
+    """
+    e = eff(ctx)
+    if e.sagemaker:
+        return ()
+    d = ctx.doc.data
+    for k, default in S.LAUNCH_IGNORED_TOP_LEVEL.items():
+        if k not in d or d[k] is None:
+            continue
+        v = d[k]
+        changed = (v != default) if k == "rdzv_backend" else (S.truth(v) is True)
+        relevant = {"rdzv_backend": e.multi_machine() and e.launcher in ("torchrun", "deepspeed"),
+                    "same_network": e.multi_machine() and e.launcher in ("torchrun", "deepspeed"),
+                    "enable_cpu_affinity": True,
+                    "downcast_bf16": e.is_xla,
+                    "tpu_use_sudo": e.is_xla and bool(S.truth(d.get("tpu_use_cluster")))}[k]
+        if changed and relevant:
+            ctx.report((k,), f"{k}: {fmt(v)} is not applied by accelerate launch (the flag default "
+                       f"{fmt(default)} wins)", f"pass --{k} on the accelerate launch command line instead")
+    return ()
+
+
+@rule(id="acc-env-value-not-text", severity="error", family="accelerate",
+      summary="simple launcher: dynamo_mode or main_process_ip is not text, so the process cannot be started",
+      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
+def env_not_text(ctx):
+    """The simple launcher (NO, MULTI_CPU) copies ``dynamo_mode`` and ``main_process_ip`` into the
+    child environment without ``str()``; ``subprocess.Popen`` refuses a number or boolean there.
+    YAML makes ``main_process_ip: 10`` or ``dynamo_mode: 010`` numbers.
+
+    Fails:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 2
+    main_process_ip: 1234
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    Passes:
+    ```yaml
+    distributed_type: MULTI_CPU
+    num_processes: 2
+    main_process_ip: '1234'
+    mpirun_config:
+      mpirun_hostfile: /etc/hostfile
+    ```
+    """
+    e = eff(ctx)
+    if e.launcher != "simple":
+        return ()
+    d = ctx.doc.data
+    if e.has("dynamo_mode") and not isinstance(e.get("dynamo_mode"), str):
+        ctx.report(e.path("dynamo_mode"), f"dynamo_mode is {fmt(e.get('dynamo_mode'))} "
+                   f"({type(e.get('dynamo_mode')).__name__}); the launcher puts it in the child environment "
+                   "as is and the process cannot start", "quote it, e.g. dynamo_mode: 'default'")
+    ip = d.get("main_process_ip")
+    n, nm = d.get("num_processes"), d.get("num_machines", 1)
+    many = (isinstance(n, (int, float)) and not isinstance(n, bool) and n > 1) or \
+        (isinstance(nm, (int, float)) and not isinstance(nm, bool) and nm > 1)  # `num_machines > 1`
+    if ip is not None and not isinstance(ip, (str, dict)) and many:
+        ctx.report(("main_process_ip",), f"main_process_ip is {fmt(ip)} ({type(ip).__name__}); the launcher sets "
+                   "MASTER_ADDR to it as is and the process cannot start", "quote the address")
     return ()

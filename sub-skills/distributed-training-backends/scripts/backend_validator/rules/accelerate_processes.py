@@ -1,6 +1,6 @@
 """Accelerate config rules: processes, GPUs, machines and ports - what launch requires, what the chosen
-launcher ignores, multi-node endpoints (accelerate 1.15.0). The rules on gpu_ids, use_cpu, mpirun_config and
-main_process_port are in accelerate_launch_keys.
+launcher ignores (accelerate 1.15.0). The rules on gpu_ids, use_cpu, mpirun_config and main_process_port are
+in accelerate_launch_keys, the multi-node endpoints and machine_rank in accelerate_multinode.
 """
 from __future__ import annotations
 
@@ -42,100 +42,6 @@ def num_processes_required(ctx):
     elif d.get("num_processes") == -1 and not isinstance(d.get("num_processes"), bool):
         ctx.report(("num_processes",), "num_processes: -1 makes accelerate launch stop unless "
                    "--num_processes is passed", "set the total number of processes")
-    return ()
-
-
-@rule(id="acc-multinode-missing-ip", severity="error", family="accelerate",
-      summary="multi-machine run of the simple launcher without main_process_ip",
-      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
-def multinode_missing_ip(ctx):
-    """The simple launcher (distributed_type NO / MULTI_CPU) asserts that a multi-machine run
-    names the main process IP.
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_machines: 2
-    num_processes: 4
-    main_process_port: 29500
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_machines: 2
-    num_processes: 4
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    ```
-    """
-    e = eff(ctx)
-    ip = ctx.doc.data.get("main_process_ip")
-    if e.launcher == "simple" and e.multi_machine() and (ip is None or isinstance(ip, dict)):
-        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: the launcher asserts and stops",
-                   "add main_process_ip (the address of machine rank 0)")
-    return ()
-
-
-@rule(id="acc-multinode-missing-port", severity="error", family="accelerate",
-      summary="multi-machine run of the simple launcher without main_process_port",
-      source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
-def multinode_missing_port(ctx):
-    """The simple launcher asserts that a multi-machine run names the main process port.
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_machines: 2
-    num_processes: 4
-    main_process_ip: 10.0.0.1
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_CPU
-    num_machines: 2
-    num_processes: 4
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    ```
-    """
-    e = eff(ctx)
-    port = ctx.doc.data.get("main_process_port")
-    if e.launcher == "simple" and e.multi_machine() and (port is None or isinstance(port, dict)):
-        # (a mapping is merged like a config block, so the launch argument stays unset)
-        ctx.report(("num_machines",), "num_machines > 1 without main_process_port: the launcher asserts and stops",
-                   "add main_process_port (e.g. 29500)")
-    return ()
-
-
-@rule(id="acc-multinode-ip-unset", severity="warning", family="accelerate",
-      summary="multi-machine torchrun launch without main_process_ip (rendezvous at 'None:port')",
-      source=f"{ULAUNCH}::prepare_multi_gpu_env")
-def multinode_ip_unset(ctx):
-    """torchrun-based launchers build ``rdzv_endpoint`` from ``main_process_ip`` without
-    checking it, so the machines try to meet at the host name ``None``.
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_machines: 2
-    num_processes: 16
-    machine_rank: 0
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_machines: 2
-    num_processes: 16
-    machine_rank: 0
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    ```
-    """
-    e = eff(ctx)
-    std_ds = e.launcher == "deepspeed" and e.get("deepspeed_multinode_launcher") == "standard"
-    if (e.launcher == "torchrun" or std_ds) and e.multi_machine() and ctx.doc.data.get("main_process_ip") is None:
-        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: torchrun gets the rendezvous "
-                   "endpoint 'None:<port>' and the nodes never meet", "add main_process_ip (machine rank 0)")
     return ()
 
 
@@ -258,47 +164,6 @@ def no_workers(ctx):
     return ()
 
 
-@rule(id="acc-machine-rank-out-of-range", severity="warning", family="accelerate",
-      summary="machine_rank is not in 0 .. num_machines-1 (the rendezvous can never complete)",
-      source=f"{ULAUNCH}::prepare_multi_gpu_env")
-def machine_rank_range(ctx):
-    """``machine_rank`` is passed on as torchrun's ``--node_rank`` (``MACHINE_RANK`` for the simple
-    launcher) without a range check; ranks are 0-based, so the last of N machines is N-1. A rank
-    outside the range waits for peers that never come (or collides with another machine).
-
-    Fails:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_machines: 2
-    num_processes: 16
-    machine_rank: 2
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    ```
-    Passes:
-    ```yaml
-    distributed_type: MULTI_GPU
-    num_machines: 2
-    num_processes: 16
-    machine_rank: 1
-    main_process_ip: 10.0.0.1
-    main_process_port: 29500
-    ```
-    """
-    e = eff(ctx)
-    d = ctx.doc.data
-    r = d.get("machine_rank")
-    if e.sagemaker or not e.multi_machine() or isinstance(r, bool) or not isinstance(r, int):
-        return ()
-    nm = e.num_machines
-    if r < 0 or r >= nm:
-        ctx.report(("machine_rank",), f"machine_rank {r} is outside 0..{int(nm) - 1} for num_machines {fmt(nm)} "
-                   "(ranks are 0-based): this machine never joins a complete rendezvous",
-                   "use 0 on the main machine and " + ("1 on the other" if int(nm) == 2 else
-                                                       f"1..{int(nm) - 1} on the others") + " (one config per machine)")
-    return ()
-
-
 @rule(id="acc-num-processes-ignored", severity="warning", family="accelerate",
       summary="distributed_type 'NO' with num_processes > 1: the simple launcher starts one process",
       source="accelerate/commands/launch.py::launch_command")
@@ -328,4 +193,3 @@ def num_processes_ignored(ctx):
                    "use distributed_type: MULTI_GPU (or FSDP / DEEPSPEED) for several processes, "
                    "or set num_processes: 1")
     return ()
-

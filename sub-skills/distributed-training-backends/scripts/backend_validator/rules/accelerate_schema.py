@@ -17,124 +17,47 @@ from ..core import Doc
 if False:  # pragma: no cover - annotations only: importing typing costs start time (bench_validator.py)
     from typing import Any, Dict, Optional, Tuple
 
-# commands/config/config_args.py: BaseConfig + ClusterConfig / SageMakerConfig fields
-BASE_FIELDS = ("compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug")
-CLUSTER_FIELDS = BASE_FIELDS + (
-    "num_processes", "machine_rank", "num_machines", "gpu_ids", "main_process_ip", "main_process_port",
-    "rdzv_backend", "same_network", "main_training_function", "enable_cpu_affinity", "fp8_config",
-    "deepspeed_config", "fsdp_config", "parallelism_config", "megatron_lm_config", "mpirun_config",
-    "downcast_bf16", "tpu_name", "tpu_zone", "tpu_use_cluster", "tpu_use_sudo", "command_file", "commands",
-    "tpu_vm", "tpu_env", "dynamo_config")
-SAGEMAKER_FIELDS = BASE_FIELDS + (
-    "ec2_instance_type", "iam_role_name", "image_uri", "profile", "region", "num_machines", "gpu_ids",
-    "base_job_name", "pytorch_version", "transformers_version", "py_version", "sagemaker_inputs_file",
-    "sagemaker_metrics_file", "additional_args", "dynamo_config", "enable_cpu_affinity")
-SAGEMAKER_REQUIRED = ("ec2_instance_type", "iam_role_name")
-# BaseConfig.process_config converts (then deletes) these legacy top-level keys
-LEGACY_TOP_LEVEL = ("fp16", "dynamo_backend")
-REMOVED_TOP_LEVEL = {"ipex_config": "removed in accelerate 1.13.0 (IPEX support dropped)"}
+# The tables are data (accelerate_tables.json beside this package's modules, read by json's C scanner:
+# compiled as Python code they were a tenth of the validator's compiling for an Accelerate config,
+# benchmarks/bench_validator.py --instructions). "tuples" there are tuples here, "sets" sets, "dicts"
+# dicts, each bound to its name in this module. Where each comes from (accelerate 1.15.0):
+# BASE_FIELDS .. SAGEMAKER_REQUIRED: commands/config/config_args.py, BaseConfig + ClusterConfig /
+#   SageMakerConfig fields (CLUSTER_FIELDS and SAGEMAKER_FIELDS start with BASE_FIELDS).
+# LEGACY_TOP_LEVEL: BaseConfig.process_config converts (then deletes) these legacy top-level keys.
+# MULTI_DEVICE_TYPES: _validate_launch_command, distributed types that select the torchrun launcher via
+#   --multi_gpu.
+# DYNAMO_MODES: torch 2.13 inductor. FP8_BACKENDS: utils/dataclasses.py::FP8BackendType, exact case.
+# TRUE_WORDS / FALSE_WORDS: utils/environment.py::str_to_bool.
+# FSDP_KEYS: fsdp_config keys the launcher maps (commands/launch.py parser,
+#   utils/launch.py::prepare_multi_gpu_env).
+# FSDP_LAUNCH_DEFAULTS: launch_command_parser defaults (exported even when the file omits the key).
+# FSDP_BOOL_KEYS_V1 / _V2: boolean keys the plugin parses with str_to_bool (per FSDP version).
+# DS_FILE_EXCLUSIVE: utils/dataclasses.py::DeepSpeedPlugin._deepspeed_config_checks (names after the
+#   env-var rewrite).
+# FP8_QUESTIONNAIRE_NAMES: names `accelerate config` writes but no recipe reads (S4) -> the name the
+#   recipe reads.
+# MEGATRON_KEYS: "megatron_lm_" + each of MEGATRON_INT/FLOAT/BOOL/STR_KEYS.
+# LAUNCH_IGNORED_TOP_LEVEL: top-level scalars _validate_launch_command never copies (argparse default is
+#   not None).
+# BOOL_KEYS: keys whose YAML value is meant to be a boolean (a YAML 1.1 yes/no there is intended):
+#   FSDP_BOOL_KEYS_V1, "megatron_lm_" + MEGATRON_BOOL_KEYS and the other boolean launch keys.
+# tests/validator/test_schema_facts.py checks them against the installed accelerate.
 
-COMPUTE_ENVIRONMENTS = ("LOCAL_MACHINE", "AMAZON_SAGEMAKER")
-DISTRIBUTED_TYPES = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA",
-                     "MULTI_XPU", "DEEPSPEED", "FSDP", "XLA", "MEGATRON_LM", "MULTI_HPU", "MULTI_NEURON")
-SAGEMAKER_DISTRIBUTED_TYPES = ("NO", "DATA_PARALLEL", "MODEL_PARALLEL")
-# _validate_launch_command: distributed types that select the torchrun launcher via --multi_gpu
-MULTI_DEVICE_TYPES = ("MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
-                      "MULTI_HPU", "MULTI_NEURON")
-PRECISIONS = ("no", "fp16", "bf16", "fp8")
-DYNAMO_BACKENDS = ("NO", "EAGER", "AOT_EAGER", "INDUCTOR", "AOT_TS_NVFUSER", "NVPRIMS_NVFUSER", "CUDAGRAPHS",
-                   "OFI", "FX2TRT", "ONNXRT", "TENSORRT", "AOT_TORCHXLA_TRACE_ONCE", "TORCHXLA_TRACE_ONCE", "TVM",
-                   "HPU_BACKEND", "NEURON")
-DYNAMO_MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")  # torch 2.13 inductor
-FP8_BACKENDS = ("NO", "TE", "MSAMP", "AO")  # utils/dataclasses.py::FP8BackendType, exact case
-FP8_FORMATS = ("HYBRID", "E4M3", "E5M2")
-FP8_AMAX_ALGOS = ("max", "most_recent")
-FP8_OPT_LEVELS = ("O1", "O2")
-TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")  # utils/environment.py::str_to_bool
-FALSE_WORDS = ("n", "no", "f", "false", "off", "0")
 
-FSDP_SHARDING_STRATEGY = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
-FSDP_AUTO_WRAP_POLICY = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
-FSDP_BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
-FSDP_STATE_DICT_TYPE = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
-# fsdp_config keys the launcher maps (commands/launch.py parser, utils/launch.py::prepare_multi_gpu_env)
-FSDP_KEYS = ("fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_offload_params",
-             "fsdp_min_num_params", "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap",
-             "fsdp_backward_prefetch", "fsdp_state_dict_type", "fsdp_forward_prefetch", "fsdp_use_orig_params",
-             "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states", "fsdp_activation_checkpointing",
-             "fsdp_activation_checkpointing_offload", "fsdp_ignored_modules")
-# launch_command_parser defaults (exported even when the file omits the key)
-FSDP_LAUNCH_DEFAULTS = {"fsdp_version": "1", "fsdp_offload_params": "false", "fsdp_min_num_params": 100000000,
-                        "fsdp_sharding_strategy": "FULL_SHARD", "fsdp_reshard_after_forward": "true",
-                        "fsdp_forward_prefetch": "false", "fsdp_use_orig_params": "true",
-                        "fsdp_cpu_ram_efficient_loading": "true", "fsdp_sync_module_states": "true",
-                        "fsdp_activation_checkpointing": "false", "fsdp_activation_checkpointing_offload": "false"}
-# boolean keys the plugin parses with str_to_bool (per FSDP version)
-FSDP_BOOL_KEYS_V1 = ("fsdp_offload_params", "fsdp_use_orig_params", "fsdp_sync_module_states",
-                     "fsdp_forward_prefetch", "fsdp_activation_checkpointing",
-                     "fsdp_activation_checkpointing_offload", "fsdp_cpu_ram_efficient_loading")
-FSDP_BOOL_KEYS_V2 = ("fsdp_offload_params", "fsdp_activation_checkpointing",
-                     "fsdp_activation_checkpointing_offload", "fsdp_cpu_ram_efficient_loading")
-FSDP2_IGNORED = ("fsdp_sharding_strategy", "fsdp_forward_prefetch", "fsdp_use_orig_params",
-                 "fsdp_sync_module_states", "fsdp_backward_prefetch")
+def _tables():
+    import os
+    from ..data_file import read_data
+    data = read_data(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                  "accelerate_tables.json"))
+    out = {k: tuple(v) for k, v in data["tuples"].items()}
+    out.update((k, set(v)) for k, v in data["sets"].items())
+    out.update(data["dicts"])
+    return out
 
-DEEPSPEED_KEYS = ("deepspeed_config_file", "zero_stage", "offload_optimizer_device", "offload_param_device",
-                  "offload_optimizer_nvme_path", "offload_param_nvme_path", "gradient_accumulation_steps",
-                  "gradient_clipping", "zero3_save_16bit_model", "zero3_init_flag", "deepspeed_moe_layer_cls_names",
-                  "deepspeed_multinode_launcher", "deepspeed_hostfile", "deepspeed_exclusion_filter",
-                  "deepspeed_inclusion_filter")
-# utils/dataclasses.py::DeepSpeedPlugin._deepspeed_config_checks (names after the env-var rewrite)
-DS_FILE_EXCLUSIVE = ("gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
-                     "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
-                     "zero3_save_16bit_model", "mixed_precision")
-DS_OFFLOAD_DEVICES = ("none", "cpu", "nvme")
-DS_MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm")
 
-PARALLELISM_KEYS = ("parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
-                    "parallelism_config_tp_size", "parallelism_config_cp_size", "parallelism_config_cp_backend",
-                    "parallelism_config_cp_comm_strategy", "parallelism_config_sp_size",
-                    "parallelism_config_sp_backend", "parallelism_config_sp_seq_length",
-                    "parallelism_config_sp_seq_length_is_variable", "parallelism_config_sp_attn_implementation")
-PARALLELISM_SIZES = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
-SP_ATTN_BUILTIN = ("flash_attention_2", "flash_attention_3", "sdpa")
+globals().update(_tables())
 
-FP8_KEYS = ("fp8_backend", "fp8_use_autocast_during_eval", "fp8_margin", "fp8_interval", "fp8_format",
-            "fp8_amax_history_len", "fp8_amax_compute_algo", "fp8_override_linear_precision", "fp8_opt_level",
-            "fp8_enable_fsdp_float8_all_gather", "fp8_pad_inner_dim", "fp8_use_mxfp8_block_scaling")
-# names `accelerate config` writes but no recipe reads (S4) -> the name the recipe reads
-FP8_QUESTIONNAIRE_NAMES = {"fp8_amax_history_length": "fp8_amax_history_len",
-                           "fp8_amax_compute_algorithm": "fp8_amax_compute_algo",
-                           "fp8_optimization_level": "fp8_opt_level"}
-DYNAMO_KEYS = ("dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph", "dynamo_use_dynamic",
-               "dynamo_use_regional_compilation")
-MEGATRON_INT_KEYS = ("tp_degree", "pp_degree", "num_micro_batches", "recompute_num_layers",
-                     "expert_model_parallel_size", "context_parallel_size", "expert_tensor_parallel_size",
-                     "decoder_last_pipeline_num_layers")
-MEGATRON_FLOAT_KEYS = ("gradient_clipping", "attention_dropout", "hidden_dropout")
-MEGATRON_BOOL_KEYS = ("use_custom_fsdp", "no_load_optim", "eod_mask_loss", "no_save_optim", "optimizer_cpu_offload",
-                      "overlap_cpu_optimizer_d2h_h2d", "use_precision_aware_optimizer", "recompute_activations",
-                      "use_distributed_optimizer", "sequence_parallelism", "attention_backend",
-                      "attention_softmax_in_fp32", "calculate_per_token_loss", "use_rotary_position_embeddings")
-MEGATRON_STR_KEYS = ("recompute_granularity", "recompute_method")
-MEGATRON_KEYS = tuple("megatron_lm_" + k for k in
-                      MEGATRON_INT_KEYS + MEGATRON_FLOAT_KEYS + MEGATRON_BOOL_KEYS + MEGATRON_STR_KEYS)
-MPIRUN_KEYS = ("mpirun_hostfile",)
 
-# top-level scalars _validate_launch_command never copies (argparse default is not None)
-LAUNCH_IGNORED_TOP_LEVEL = {"rdzv_backend": "static", "same_network": False, "enable_cpu_affinity": False,
-                            "downcast_bf16": False, "tpu_use_sudo": False}
-INT_TOP_LEVEL = ("num_processes", "num_machines", "machine_rank", "main_process_port")
-# keys whose YAML value is meant to be a boolean (a YAML 1.1 yes/no there is intended)
-BOOL_KEYS = {"use_cpu", "debug", "same_network", "enable_cpu_affinity", "downcast_bf16", "tpu_use_cluster",
-             "tpu_use_sudo", "zero3_save_16bit_model", "zero3_init_flag",
-             "parallelism_config_sp_seq_length_is_variable"} | set(FSDP_BOOL_KEYS_V1) | {
-             "fp8_use_autocast_during_eval", "fp8_enable_fsdp_float8_all_gather", "fp8_pad_inner_dim",
-             "fp8_use_mxfp8_block_scaling", "use_autocast_during_eval", "enable_fsdp_float8_all_gather",
-             "pad_inner_dim", "use_mxfp8_block_scaling", "dynamo_use_fullgraph", "dynamo_use_dynamic",
-             "dynamo_use_regional_compilation", "use_fullgraph", "use_dynamic", "use_regional_compilation",
-             "offload_params", "use_orig_params", "sync_module_states", "forward_prefetch",
-             "activation_checkpointing", "activation_checkpointing_offload", "cpu_ram_efficient_loading",
-             "fp16"} | {"megatron_lm_" + k for k in MEGATRON_BOOL_KEYS}
 
 
 def is_truth_word(v: Any) -> bool:

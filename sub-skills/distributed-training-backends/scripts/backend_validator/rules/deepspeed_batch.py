@@ -1,5 +1,6 @@
-"""DeepSpeed JSON rules: batch arithmetic (train_batch_size = micro x grad_acc x world) and parallel
-sizes against the world size (family ``deepspeed``, deepspeed 0.19.8; the docstring convention is in _ds.py).
+"""DeepSpeed JSON rules: batch arithmetic (train_batch_size = micro x grad_acc x world) (family
+``deepspeed``, deepspeed 0.19.8; the docstring convention is in _ds.py). Parallel sizes against the world
+size are in deepspeed_batch_tp.py.
 """
 from __future__ import annotations
 
@@ -182,37 +183,3 @@ def batch_equation(ctx: Context):
         yield ctx.report(where, f"with world size {W}: {tbs} != {mb} x {gas} x {W} (train_batch_size != micro x "
                          "grad_acc x world after deepspeed's floor-division derivation)",
                          f"e.g. train_batch_size {mb * gas * W}, or give only micro and grad_acc")
-
-
-@rule(id="ds-parallel-size-world", severity="error", family="deepspeed",
-      summary="tensor_parallel.autotp_size does not divide --world-size",
-      source="deepspeed/utils/groups.py::_ensure_divisibility")
-def parallel_size_world(ctx: Context):
-    """Checked only when ``--world-size`` is given.
-
-    Oracle: world_size=1
-
-    Fails:
-
-    ```json
-    {"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}}
-    ```
-
-    Passes:
-
-    ```json
-    {"train_batch_size": 8, "tensor_parallel": {"autotp_size": 1}}
-    ```
-    """
-    W = ctx.options.world_size
-    if not W:
-        v = ctx.doc.get(("tensor_parallel", "autotp_size"))
-        if v not in (None, "auto") and (D.as_int(v) or 0) > 1:
-            ctx.skip("tensor_parallel.autotp_size not checked against the world size: the world size is unknown",
-                     "--world-size N")
-        return
-    for path in (("tensor_parallel", "autotp_size"),):
-        v = D.as_int(ctx.doc.get(path)) if ctx.doc.get(path) not in (None, "auto") else None
-        if v is not None and v > 1 and W % v != 0:
-            yield ctx.report(path, f"'{'.'.join(path)}' {v} does not divide the world size {W} (AssertionError "
-                             "when deepspeed creates the process groups)", f"use a divisor of {W}")
