@@ -378,6 +378,8 @@ def test_ddp_backend_choices_and_the_cpu_branch_passes_no_timeout(out_dir, monke
     for use_cpu in (True, False):
         with pytest.raises(Stop):  # __post_init__ reaches _setup_devices
             TrainingArguments(out_dir, use_cpu=use_cpu, ddp_backend="gloo", ddp_timeout=7)
+    monkeypatch.undo()  # _setup_devices reset the shared state before the stub raised: rebuild it
+    TrainingArguments(out_dir, use_cpu=True)
     cpu, other = seen[-2], seen[-1]
     assert cpu["backend"] == "gloo" and cpu["cpu"] is True and "timeout" not in cpu
     assert other["backend"] == "gloo" and other["timeout"] == timedelta(seconds=7)
