@@ -65,3 +65,25 @@ def test_universal_checkpoint_of_a_plain_zero2_run(r):
 
 def test_client_state_round_trip_and_save_latest_false(r):
     assert r["universal"]["client_state"] == {"epoch": 3, "latest_written": False}
+
+
+def test_zero_untested_optimizer_is_an_exact_type_check_with_a_top_level_flag(r):
+    """s3-ds-06: torch AdamW passes, a subclass of it and SGD assert; the flag works at the top level
+    and is rejected (pydantic extra_forbidden) inside zero_optimization."""
+    z = r["zero_untested"]
+    assert z["AdamW"] == "accepted" and z["SGD_top_level_flag"] == "accepted"
+    for name in ("SubAdamW", "SGD"):
+        assert z[name]["raises"] == "AssertionError" and "untested ZeRO Optimizer" in z[name]["msg"], name
+    assert z["SGD_flag_in_zero_section"]["raises"] == "ValidationError"
+    assert "Extra inputs are not permitted" in z["SGD_flag_in_zero_section"]["msg"]
+
+
+def test_unmanaged_accumulation_steps_at_every_step_call(r):
+    """s3-ds-03: managed_gradient_accumulation false -> no boundary during backward, one optimizer
+    step per step() after 3 backward calls with GA 2 in the config; the loss is still divided by
+    the config GA (3 x 1/2 = 1.5) unless scale_wrt_gas=False (3.0); set_gradient_accumulation_boundary asserts."""
+    u = r["unmanaged_ga"]
+    assert u["scale_True"] == {"boundary_in_backward": [False] * 3, "grad": 1.5, "global_steps": 1}
+    assert u["scale_False"] == {"boundary_in_backward": [False] * 3, "grad": 3.0, "global_steps": 1}
+    assert u["set_boundary"]["raises"] == "AssertionError"
+    assert "not supported with managed_gradient_accumulation=False" in u["set_boundary"]["msg"]

@@ -14,6 +14,7 @@ Forced branches: bf16 support is forced off (is_torch_bf16_gpu_available -> Fals
 from __future__ import annotations
 
 import inspect
+import io
 import os
 import re
 from datetime import timedelta
@@ -349,3 +350,74 @@ def test_trainer_deepspeed_config_is_accelerates_hf_deepspeed_config():
     from accelerate.utils.deepspeed import HfDeepSpeedConfig as AccelerateHfDeepSpeedConfig
     assert issubclass(hf_ds.HfTrainerDeepSpeedConfig, AccelerateHfDeepSpeedConfig)
     assert "DeepSpeedPlugin(hf_ds_config=self.hf_deepspeed_config)" in inspect.getsource(TrainingArguments)
+
+
+# ------------------------------------------------------------------ set-3 fixes (s3-tr-07, s3-tr-02)
+
+def test_ddp_backend_choices_and_the_cpu_branch_passes_no_timeout(out_dir, monkeypatch):
+    """s3-tr-07: --ddp_backend accepts exactly the dataclass choices (argparse rejects 'ccl');
+    _setup_devices passes backend+timeout to PartialState, but the use_cpu branch passes no timeout."""
+    from transformers import HfArgumentParser
+    choices = ta.TrainingArguments.__dataclass_fields__["ddp_backend"].metadata["choices"]
+    assert choices == ["nccl", "gloo", "mpi", "xccl", "hccl", "cncl", "mccl"]
+    parser = HfArgumentParser(TrainingArguments)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    with pytest.raises(SystemExit):
+        parser.parse_args_into_dataclasses(["--output_dir", out_dir, "--ddp_backend", "ccl"])
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_state(**kwargs):
+        seen.append(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(ta, "PartialState", fake_state)
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    for use_cpu in (True, False):
+        with pytest.raises(Stop):  # __post_init__ reaches _setup_devices
+            TrainingArguments(out_dir, use_cpu=use_cpu, ddp_backend="gloo", ddp_timeout=7)
+    monkeypatch.undo()  # _setup_devices reset the shared state before the stub raised: rebuild it
+    TrainingArguments(out_dir, use_cpu=True)
+    cpu, other = seen[-2], seen[-1]
+    assert cpu["backend"] == "gloo" and cpu["cpu"] is True and "timeout" not in cpu
+    assert other["backend"] == "gloo" and other["timeout"] == timedelta(seconds=7)
+
+
+def test_deepspeed_train_discards_the_optimizers_argument(trainer, monkeypatch):
+    """s3-tr-02: under DeepSpeed, Trainer(optimizers=(opt, sched)) does not survive train()'s
+    deepspeed_init: it sets trainer.optimizer = None, then an "optimizer" section gives DummyOptim and
+    no section gives create_optimizer()'s fresh one from `optim`; the scheduler returned replaces
+    trainer.lr_scheduler (DummyScheduler, or None -> create_scheduler). No error is raised.
+    deepspeed.utils is stubbed (deepspeed_init only takes its logger) to keep deepspeed unimported."""
+    import logging
+    import sys
+    import types
+    from accelerate.utils import DummyOptim, DummyScheduler
+    fake = types.ModuleType("deepspeed.utils")
+    fake.logger = logging.getLogger("stub-deepspeed")
+    monkeypatch.setitem(sys.modules, "deepspeed", types.ModuleType("deepspeed"))
+    monkeypatch.setitem(sys.modules, "deepspeed.utils", fake)
+    saved = trainer.optimizer, trainer.lr_scheduler
+    try:
+        for extra, want_opt, want_sched in (
+                ({"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}}, DummyOptim, DummyScheduler),
+                ({"scheduler": {"type": "WarmupLR", "params": {}}}, torch.optim.AdamW, DummyScheduler),
+                ({}, torch.optim.AdamW, type(None))):
+            mine = torch.optim.SGD(trainer.model.parameters(), lr=0.1)
+            trainer.optimizer, trainer.lr_scheduler = mine, torch.optim.lr_scheduler.LambdaLR(mine, lambda _: 1.0)
+            ds = _ds_config(**extra)
+            ds.trainer_config_process(trainer.args)
+            plugin = types.SimpleNamespace(hf_ds_config=ds)
+            monkeypatch.setattr(trainer, "accelerator", types.SimpleNamespace(
+                state=types.SimpleNamespace(deepspeed_plugin=plugin)))
+            opt, sched = hf_ds.deepspeed_init(trainer, num_training_steps=10)
+            assert type(opt) is want_opt and opt is not mine, extra
+            assert type(sched) is want_sched, extra
+            if "optimizer" not in extra:
+                assert ds.config["zero_allow_untested_optimizer"] is True
+            else:
+                assert sched.lr_scheduler_callable is not None  # HF scheduler built inside initialize
+    finally:
+        trainer.optimizer, trainer.lr_scheduler = saved

@@ -67,6 +67,12 @@ def job_collectives(rank, world, r, tmp):
     r["subgroup_rank"] = dist.get_rank(sub)
     if rank in (0, 1):
         t = torch.ones(1); dist.all_reduce(t, group=sub); r["subgroup_sum"] = t.item()
+    # members-only creation (set-3 s3-td-02): use_local_synchronization=True, rank 2 never calls; the
+    # all-rank new_group calls below still pair up (hashed names do not advance the group counter)
+    if rank in (0, 1):
+        loc = dist.new_group([0, 1], use_local_synchronization=True)
+        t = torch.ones(1) * (rank + 1); dist.all_reduce(t, group=loc); r["local_sync_sum"] = t.item()
+        r["local_sync_same_ranks_again"] = capture(lambda: type(dist.new_group([0, 1], use_local_synchronization=True)).__name__)
     # monitored_barrier: ranks 1 and 2 never arrive
     g = dist.new_group(timeout=SHORT)
     if rank == 0:

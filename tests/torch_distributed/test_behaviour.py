@@ -125,6 +125,16 @@ def test_b10_new_group_non_member_gets_sentinel(trio):
     assert j[0]["subgroup_sum"] == j[1]["subgroup_sum"] == 2.0
 
 
+def test_b10b_new_group_members_only_with_local_synchronization(trio):
+    """s3-td-02: ranks 0 and 1 create a group that rank 2 never enters (use_local_synchronization=True)
+    and all-reduce in it; a second group over the same ranks is created too (its hashed name differs);
+    the all-rank groups created afterwards (monitored_barrier below) still work."""
+    j = [trio.rank(r, "trio") for r in range(3)]
+    assert j[0]["local_sync_sum"] == j[1]["local_sync_sum"] == 3.0 and "local_sync_sum" not in j[2]
+    for r in (0, 1):
+        assert j[r]["local_sync_same_ranks_again"]["ok"] == "ProcessGroup", j[r]["local_sync_same_ranks_again"]
+
+
 def test_b11_monitored_barrier_names_missing_ranks(trio):
     j = trio.rank(0, "trio")
     assert "Ranks 1, 2 failed to pass monitoredBarrier in 2000 ms" in err(j["monitored_barrier_all"])

@@ -102,7 +102,8 @@ CALLABLES = {
     "HuggingFaceStorageWriter": dcp.HuggingFaceStorageWriter.__init__,
     "HuggingFaceStorageReader": dcp.HuggingFaceStorageReader.__init__,
     # process-groups.md "Groups a library creates" and launch-torchrun.md "Which node becomes rank 0"
-    "new_subgroups": dist.new_subgroups, "get_group": importlib.import_module("torch.distributed.device_mesh").DeviceMesh.get_group,
+    "new_subgroups": dist.new_subgroups, "new_subgroups_by_enumeration": dist.new_subgroups_by_enumeration,
+    "get_group": importlib.import_module("torch.distributed.device_mesh").DeviceMesh.get_group,
     "_get_default_timeout": importlib.import_module("torch.distributed.distributed_c10d")._get_default_timeout,
     "InitProcessGroupKwargs": importlib.import_module("accelerate.utils").InitProcessGroupKwargs,
     "socket.getfqdn": importlib.import_module("socket").getfqdn,
@@ -146,7 +147,7 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
           "eth", "file_descriptor", "file_system", "SUM", "INFO", "DETAIL", "OFF", "WARNING", "ERROR", "FATAL",
           "WARN", "TRACE", "model", "optim", "env", "tcp", "torchrun", "deepspeed", "srun", "sampler", "step",
-          "shuffle", "module.", "Work", "GradBucket", "DTensor", "ValueError", "RuntimeError", "FutureWarning",
+          "shuffle", "module.", "Work", "GradBucket", "DTensor", "ValueError", "RuntimeError", "NotImplementedError", "FutureWarning",
           "UnpicklingError", "ChildFailedError", "SIGKILL", "FSDPModule", "BatchNorm*d", "Shard(dim=0)",
           "DeviceMesh", "to_local", "TCP", "emptyDir", "medium", "ip", "HCCL", "torch_npu", "l1", "weight",
           "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
