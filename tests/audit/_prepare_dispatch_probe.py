@@ -7,7 +7,9 @@ Prints one JSON line:
   then the same with `ACCELERATE_MIXED_PRECISION=bf16` in the environment (a second child);
 - torch FSDP1 with an optimizer built from the module's parameters *before* wrapping, for
   `use_orig_params` False and True: did one step change the weights the wrapped model uses, and did
-  the optimizer's tensors receive gradients.
+  the optimizer's tensors receive gradients;
+- `accelerate launch --cpu -m pkg.mod --x 1` parsed by the real parser and turned into the simple launcher's
+  command, and the same with `--no_python` added.
 """
 from __future__ import annotations
 
@@ -47,8 +49,25 @@ def fsdp1_facts():
     return out
 
 
+def module_flag_facts():
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+
+    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--cpu", "-m", "pkg.mod", "--x", "1"]))
+    cmd, _ = prepare_simple_launcher_cmd_env(args)
+    out = {"cmd_tail": [("PYTHON" if c == sys.executable else c) for c in cmd]}
+    both, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--cpu", "-m", "--no_python", "pkg.mod"]))
+    try:
+        prepare_simple_launcher_cmd_env(both)
+        out["module_and_no_python"] = "accepted"
+    except ValueError as exc:
+        out["module_and_no_python"] = str(exc)
+    return out
+
+
 if __name__ == "__main__":
     facts = {"accelerator": accelerator_facts()}
     if "--fsdp1" in sys.argv:
         facts["fsdp1"] = fsdp1_facts()
+        facts["module"] = module_flag_facts()
     print(json.dumps(facts))

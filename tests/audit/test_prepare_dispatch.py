@@ -1,4 +1,4 @@
-"""prepare() dispatch and plain-torchrun claims (set-3 misses s3-acb-09, s3-acl-05), answered by runs on CPU.
+"""prepare() dispatch, plain-torchrun and `--module` claims (set-3 misses s3-acb-09, s3-acl-05, s3-acl-01), runs on CPU.
 
 Two short child processes in a torchrun-style environment (one rank, gloo, `ACCELERATE_USE_CPU=true`,
 a default_config.yaml asking for fp16 under HF_HOME): the first also runs torch FSDP1 with an
@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 SUB = HERE.parents[1] / "sub-skills"
 DSF = SUB / "distributed-training-backends" / "references" / "deepspeed-fsdp.md"
 CFG = SUB / "configuration-and-cli" / "references" / "config-file-and-precedence.md"
+CMD = SUB / "configuration-and-cli" / "references" / "commands.md"
 
 
 def text(p: Path) -> str:
@@ -69,3 +70,12 @@ def test_plain_torchrun_ignores_the_config_file_and_reads_the_environment(runs):
     assert bf16["mixed_precision"] == "bf16" and bf16["distributed_type"] == "MULTI_CPU"
     doc = text(CFG)
     assert "never reads `default_config.yaml` or `--config_file`" in doc
+
+
+def test_module_runs_python_dash_m_and_refuses_no_python(runs):
+    mod = runs["plain"]["module"]
+    assert mod["cmd_tail"] == ["PYTHON", "-m", "pkg.mod", "--x", "1"]
+    assert mod["module_and_no_python"] == "--module and --no_python cannot be used together"
+    doc = text(CMD)
+    assert "the simple launcher runs `python -m SCRIPT`" in doc
+    assert '| `--module` and `--no_python` | `ValueError` "--module and --no_python cannot be used together"' in doc
