@@ -1,0 +1,73 @@
+"""One process, launched the way plain `torchrun --nproc_per_node 1` would (RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR/PORT in the environment, no `accelerate launch`), on CPU.
+
+Prints one JSON line:
+- what `Accelerator` makes of a torchrun-style environment with a default_config.yaml under HF_HOME
+  (the file asks for fp16) and `ACCELERATE_USE_CPU=true`: distributed type and mixed precision,
+  then the same with `ACCELERATE_MIXED_PRECISION=bf16` in the environment (a second child);
+- torch FSDP1 with an optimizer built from the module's parameters *before* wrapping, for
+  `use_orig_params` False and True: did one step change the weights the wrapped model uses, and did
+  the optimizer's tensors receive gradients;
+- `accelerate launch --cpu -m pkg.mod --x 1` parsed by the real parser and turned into the simple launcher's
+  command, and the same with `--no_python` added.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+
+
+def accelerator_facts():
+    from accelerate import Accelerator
+
+    acc = Accelerator()
+    return {"distributed_type": str(acc.distributed_type).split(".")[-1], "mixed_precision": acc.mixed_precision,
+            "num_processes": acc.num_processes}
+
+
+def fsdp1_facts():
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    out = {}
+    for orig in (False, True):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+        opt = torch.optim.SGD(net.parameters(), lr=0.5)  # built before wrapping
+        wrapped = FSDP(net, device_id=torch.device("cpu"), use_orig_params=orig)
+        before = [p.detach().clone() for p in wrapped.parameters()]
+        wrapped(torch.ones(2, 4)).sum().backward()
+        opt.step()
+        out[str(orig)] = {
+            "weights_changed": any(not torch.equal(a, b) for a, b in zip(before, wrapped.parameters())),
+            "optimizer_tensors_got_grad": any(p.grad is not None for g in opt.param_groups for p in g["params"]),
+        }
+    return out
+
+
+def module_flag_facts():
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_simple_launcher_cmd_env
+
+    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--cpu", "-m", "pkg.mod", "--x", "1"]))
+    cmd, _ = prepare_simple_launcher_cmd_env(args)
+    out = {"cmd_tail": [("PYTHON" if c == sys.executable else c) for c in cmd]}
+    both, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--cpu", "-m", "--no_python", "pkg.mod"]))
+    try:
+        prepare_simple_launcher_cmd_env(both)
+        out["module_and_no_python"] = "accepted"
+    except ValueError as exc:
+        out["module_and_no_python"] = str(exc)
+    return out
+
+
+if __name__ == "__main__":
+    facts = {"accelerator": accelerator_facts()}
+    if "--fsdp1" in sys.argv:
+        facts["fsdp1"] = fsdp1_facts()
+        facts["module"] = module_flag_facts()
+    print(json.dumps(facts))
