@@ -79,6 +79,7 @@ class Report:
     median_tokens_read: float | None = None
     answers_with_tokens: int = 0
     ungraded_ids: list = field(default_factory=list)
+    dropped_ids: list = field(default_factory=list)
 
 
 def _load(path: Path):
@@ -174,6 +175,9 @@ def score(questions: list, answers: dict, grades: dict) -> Report:
     report = Report()
     by_area: dict = {}
     for q in questions:
+        if q.get("dropped_after_answers"):  # ground truth shown wrong after answering: not scored
+            report.dropped_ids.append(q["id"])
+            continue
         area = by_area.setdefault(q["area"], AreaScore(q["area"]))
         n_points = len(q["must_mention"])
         area.questions += 1
@@ -213,6 +217,8 @@ def render_text(report: Report) -> str:
                  f"misleading {t.misleading}, ungraded {t.ungraded}")
     med = "n/a" if report.median_tokens_read is None else f"{report.median_tokens_read:g}"
     lines.append(f"median tokens read: {med} ({report.answers_with_tokens} answers)")
+    if report.dropped_ids:
+        lines.append(f"not scored (dropped_after_answers): {', '.join(report.dropped_ids)}")
     return "\n".join(lines) + "\n"
 
 

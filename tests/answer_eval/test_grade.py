@@ -103,6 +103,18 @@ def test_ungraded_question_counts_as_failed(tmp_path):
     assert "a-1" in r.stderr and "count as failed" in r.stderr
 
 
+def test_question_dropped_after_answers_is_not_scored(tmp_path):
+    qs = {"questions": [dict(q, dropped_after_answers="ground truth shown wrong") if q["id"] == "a-2" else q
+                        for q in QUESTIONS["questions"]]}
+    _, a, g = fixture(tmp_path)
+    q = write(tmp_path, "questions_dropped.yaml", qs)
+    r = run(a, g, "--questions", q)
+    assert r.returncode == 0, r.stderr
+    assert "alpha: held-out 1/1 (points 3/3), misleading 0" in r.stdout
+    assert "total: held-out 1/2 " in r.stdout
+    assert "not scored (dropped_after_answers): a-2" in r.stdout
+
+
 def test_bad_inputs_give_one_line_error_and_exit_2(tmp_path):
     q, a, g = fixture(tmp_path)
     bad_yaml = tmp_path / "bad.yaml"
