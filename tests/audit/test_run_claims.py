@@ -168,8 +168,8 @@ def test_deepspeed_plugin_drops_gradient_clipping_zero():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["ABSENT", 0.5, "auto"]
-    t = text(DSF)
-    assert "**dropped**: `DeepSpeedPlugin.__post_init__` writes the key only `if self.gradient_clipping:`" in t
+    t = text(DSF.with_name("deepspeed-gradient-clipping.md"))
+    assert "**dropped**: `DeepSpeedPlugin.__post_init__` writes the key only when `DeepSpeedPlugin.gradient_clipping` is truthy" in t
     assert "(0 disables it)" not in text(TRB)
 
 
