@@ -171,6 +171,34 @@ args = merged(["--cpu", "--num_processes", "1", "--num_machines", "1", "--dynamo
 cmd, env = prepare_simple_launcher_cmd_env(args)
 out["simple_env_keys"] = sorted(k for k in env if k not in os.environ or env[k] != os.environ.get(k))
 
+# 5b. Keys a config file accepts (top level) and the MPI multi-CPU launch: accelerate builds the
+# mpirun command itself; _get_mpirun_args is replaced (no MPI here) by Open MPI's argument names.
+out["cluster_config_fields"] = sorted(config_args.ClusterConfig.__dataclass_fields__)
+out["num_cpu_threads_key_error"] = load("distributed_type: MULTI_CPU\nnum_processes: 8\n"
+                                        "num_cpu_threads_per_process: 4\n")[1]
+import psutil  # noqa: E402
+import accelerate.utils.launch as _launch  # noqa: E402
+
+_omp = os.environ.pop("OMP_NUM_THREADS", None)
+_real_count, _real_mpi = psutil.cpu_count, _launch._get_mpirun_args
+psutil.cpu_count = lambda logical=True: 32
+_launch._get_mpirun_args = lambda: ("mpirun", "--hostfile", "-n", "--npernode", "--bind-to")
+try:
+    mpi_args = merged(["--cpu", "--mpirun_hostfile", "hosts", "--num_processes", "8", "--num_machines", "2",
+                       "--main_process_ip", "10.0.0.1", "--main_process_port", "29500",
+                       "--mixed_precision", "no", "--dynamo_backend", "no"], None)
+    mpi_cmd, mpi_env = prepare_simple_launcher_cmd_env(mpi_args)
+finally:
+    psutil.cpu_count, _launch._get_mpirun_args = _real_count, _real_mpi
+    if _omp is not None:
+        os.environ["OMP_NUM_THREADS"] = _omp
+out["mpirun"] = {
+    "cmd_head": mpi_cmd[: mpi_cmd.index("train.py")],
+    "env_added": sorted(k for k in mpi_env if k not in os.environ or mpi_env[k] != os.environ.get(k)),
+    "omp": mpi_env.get("OMP_NUM_THREADS"),
+    "master": [mpi_env.get("MASTER_ADDR"), mpi_env.get("MASTER_PORT")],
+}
+
 
 # 6. Dotted API names and keyword arguments named in the docs. `accelerator.x` is resolved on a
 # real single-process instance, so instance attributes (step, trackers, …) count too.

@@ -153,6 +153,26 @@ def test_deepspeed_clip_grad_norm_ignores_max_norm_and_clipping_defaults_to_one(
     assert "under DeepSpeed `Accelerator.clip_grad_norm_` ignores `max_norm` and only returns the norm" in text(TRB)
 
 
+def test_deepspeed_plugin_drops_gradient_clipping_zero():
+    """A 0 from DeepSpeedPlugin / accelerate YAML / --gradient_clipping never reaches DeepSpeed
+    (`if self.gradient_clipping:`), so DeepSpeed's default 1.0 applies; only a JSON 0.0 disables it.
+    Child process: no accelerate import in the test process."""
+    code = (
+        "import json\n"
+        "from accelerate.utils import DeepSpeedPlugin\n"
+        "print(json.dumps([DeepSpeedPlugin(zero_stage=2, gradient_clipping=v).deepspeed_config"
+        ".get('gradient_clipping', 'ABSENT') for v in (0.0, 0.5, None)]))\n"
+    )
+    env = dict(os.environ, DS_ACCELERATOR="cpu")
+    env.pop("ACCELERATE_GRADIENT_CLIPPING", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["ABSENT", 0.5, "auto"]
+    t = text(DSF.with_name("deepspeed-gradient-clipping.md"))
+    assert "**dropped**: `DeepSpeedPlugin.__post_init__` writes the key only when `DeepSpeedPlugin.gradient_clipping` is truthy" in t
+    assert "(0 disables it)" not in text(TRB)
+
+
 def test_zero1_holds_full_gradients_between_micro_batches(launched):
     """ZeRO-1 keeps a gradient partition only at gradient_accumulation_steps 1: with more steps it
     reduces at the boundary only (DeepSpeedEngine.allreduce_gradients), so every rank holds the full
