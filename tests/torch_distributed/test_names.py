@@ -110,6 +110,8 @@ CALLABLES = {
     "socket.gethostname": importlib.import_module("socket").gethostname, "sorted": sorted,
     "accelerator.prepare": importlib.import_module("accelerate").Accelerator.prepare, "model": None, "model.module": None, "model.module.state_dict": None,
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
+    # transformers' method named by ddp.md / launch-torchrun.md (its default is cited in the claims ledger)
+    "gradient_checkpointing_enable": None,
 }
 # Namespaces whose attribute names may appear as bare identifiers.
 import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
@@ -137,6 +139,9 @@ NAMESPACES += [importlib.import_module(m) for m in (
     "torch.distributed.fsdp._init_utils", "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
     "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend", "torch.distributed.elastic.rendezvous.utils",
     "torch.distributed.launcher.api")]
+# launch-torchrun.md's store-sharing paragraph: init_rpc, rank 0's store factory, the agent-store switch
+NAMESPACES += [importlib.import_module("torch.distributed.rpc"), importlib.import_module("torch.distributed.rendezvous"),
+               importlib.import_module("torch.distributed.elastic.rendezvous.api").RendezvousHandler]
 NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
                importlib.import_module("torch.distributed.device_mesh").DeviceMesh,
                importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")._DistributedRendezvousOpExecutor,
@@ -152,7 +157,7 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
           "DeviceMesh", "to_local", "TCP", "emptyDir", "medium", "ip", "HCCL", "torch_npu", "l1", "weight",
           "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
           "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch",
-          "GPU36DC", "GPU3B62", "HOST", "PORT"}
+          "GPU36DC", "GPU3B62", "HOST", "PORT", "EADDRINUSE", "python"}
 # keys of other layers named next to torch's: --rdzv-conf keys (read by c10d_rendezvous_backend) and Accelerate's
 # parallelism_config (it only passes its mesh through to torch)
 RDZV_CONF_KEYS = {"read_timeout", "is_host"}
