@@ -64,4 +64,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+    if hasattr(signal, "SIGPIPE"):  # a reader that stops early (`| head`) ends us quietly, like any Unix filter
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
