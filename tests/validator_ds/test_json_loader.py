@@ -228,3 +228,10 @@ def test_property_strict_fast_path_equals_the_full_parser(obj, indent):
 @given(st.one_of(st.text(_alphabet, max_size=60), st.text(max_size=40)))
 def test_property_any_text_same_through_the_fast_path(text):
     _same_doc(text)
+
+
+def test_integer_longer_than_python_converts_is_an_input_error():
+    # int() refuses more than sys.get_int_max_str_digits() digits (4300 by default): before this was an
+    # "internal error ... please report" from the command line, now a one-line input error (exit 2)
+    with pytest.raises(InputError, match=r"integer of 5000 digits at line 2"):
+        L.load_text('{\n"x": ' + "9" * 5000 + "}", "big.json")

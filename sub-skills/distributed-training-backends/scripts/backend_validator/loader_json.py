@@ -208,7 +208,11 @@ class _Parser:
             self.scalars[path] = ScalarInfo(raw=raw, style=None, tag=None)
             if "." in raw or "e" in raw or "E" in raw:
                 return float(raw)
-            return int(raw)
+            try:
+                return int(raw)
+            except ValueError:  # longer than sys.get_int_max_str_digits() (4300 by default)
+                raise InputError(f"integer of {len(raw)} digits at line {self.lc(start)[0]}: longer than Python "
+                                 "converts (and than any config value)") from None
         for word, val in (("true", True), ("false", False), ("null", None),
                           ("NaN", float("nan")), ("Infinity", float("inf")),
                           ("-Infinity", float("-inf"))):
