@@ -380,3 +380,42 @@ def test_checkpoint_files_save_only_model_and_resume(tmp_path):
     with pytest.raises(ValueError, match=r"No valid checkpoint found in output directory"):
         Trainer(model=Tiny(), args=args_for(tmp_path / "empty", max_steps=1),
                 train_dataset=dataset()).train(resume_from_checkpoint=True)
+
+
+def test_deepspeed_plugin_side_of_the_fill(tmp_path, monkeypatch):
+    """`--deepspeed` JSON without zero_optimization is refused by accelerate's DeepSpeedPlugin (built
+    inside TrainingArguments); on the accelerate-config route the plugin's own config carries
+    gradient_clipping "auto", which propagate_args_to_deepspeed fills from max_grad_norm, while a
+    JSON without the key keeps it absent (DeepSpeed's own 1.0 applies, max_grad_norm unused)."""
+    from types import SimpleNamespace
+
+    from accelerate.utils import DeepSpeedPlugin
+
+    with pytest.raises(ValueError, match="Please specify the ZeRO optimization config"):
+        DeepSpeedPlugin(hf_ds_config={"train_batch_size": 8})
+    for var in ("ACCELERATE_GRADIENT_CLIPPING", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+                "ACCELERATE_DEEPSPEED_CONFIG_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    args = args_for(tmp_path, max_grad_norm=0.3, gradient_accumulation_steps=2, per_device_train_batch_size=3)
+    plugin = DeepSpeedPlugin(zero_stage=2)
+    assert plugin.deepspeed_config["gradient_clipping"] == "auto"
+    hf_ds.propagate_args_to_deepspeed(SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin)), args)
+    cfg = plugin.deepspeed_config
+    assert (cfg["gradient_clipping"], cfg["gradient_accumulation_steps"], cfg["train_micro_batch_size_per_gpu"],
+            cfg["train_batch_size"]) == (0.3, 2, 3, 6)
+    json_plugin = DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 2}})
+    assert "gradient_clipping" not in json_plugin.deepspeed_config
+    assert json_plugin.deepspeed_config["gradient_accumulation_steps"] == 1  # absent key: accelerate writes 1
+
+
+def test_removed_4x_fsdp_fields_are_refused(tmp_path):
+    """transformers 4.x's separate `fsdp_transformer_layer_cls_to_wrap` / `fsdp_min_num_params`
+    arguments no longer exist in 5.25.0: the constructor raises TypeError, HfArgumentParser refuses
+    the flag; the same names inside fsdp_config work (prefix stripped)."""
+    from transformers import HfArgumentParser
+
+    with pytest.raises(TypeError, match="fsdp_transformer_layer_cls_to_wrap"):
+        TrainingArguments(str(tmp_path), fsdp_transformer_layer_cls_to_wrap="LlamaDecoderLayer")
+    parser = HfArgumentParser(TrainingArguments)
+    with pytest.raises(ValueError, match="Some specified arguments are not used by the HfArgumentParser"):
+        parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--fsdp_min_num_params", "1000"])
