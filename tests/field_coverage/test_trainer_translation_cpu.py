@@ -373,6 +373,11 @@ def test_checkpoint_files_save_only_model_and_resume(tmp_path):
     trainer = Trainer(model=Tiny(), args=args, train_dataset=dataset())
     trainer.train(resume_from_checkpoint=True)  # checkpoint-2: weights + state, no optimizer: no error
     assert trainer.state.global_step == 3
+    assert trainer.lr_scheduler.last_epoch == 1  # a fresh schedule: one step since the resume, not 3
+    resumed = Trainer(model=Tiny(), args=args_for(full, max_steps=3, per_device_train_batch_size=2),
+                      train_dataset=dataset())
+    resumed.train(resume_from_checkpoint=str(full / "checkpoint-2"))
+    assert resumed.lr_scheduler.last_epoch == 3  # a full checkpoint restores the schedule
     with pytest.raises(FileNotFoundError, match="trainer_state.json"):
         os.remove(full / "checkpoint-1" / "trainer_state.json")
         Trainer(model=Tiny(), args=args_for(full, max_steps=3), train_dataset=dataset()).train(
