@@ -424,3 +424,15 @@ def test_removed_4x_fsdp_fields_are_refused(tmp_path):
     parser = HfArgumentParser(TrainingArguments)
     with pytest.raises(ValueError, match="Some specified arguments are not used by the HfArgumentParser"):
         parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--fsdp_min_num_params", "1000"])
+
+
+def test_full_eval_precision_turns_on_deepspeed_training_precision(tmp_path):
+    """The precision fill reads `fp16 or fp16_full_eval` / `bf16 or bf16_full_eval`: an eval-only
+    flag with "auto" in the JSON enables that precision for DeepSpeed training too (use_cpu lets
+    bf16_full_eval pass the bf16-support check on any machine)."""
+    args = args_for(tmp_path, bf16_full_eval=True)
+    assert args.bf16 is False and args.mixed_precision == os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    ds = hf_ds.HfTrainerDeepSpeedConfig({"bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}})
+    ds.trainer_config_process(args)
+    assert ds.config["bf16"]["enabled"] is True and ds.config["fp16"]["enabled"] is False
+    assert ds.dtype() == torch.bfloat16
