@@ -436,3 +436,27 @@ def test_full_eval_precision_turns_on_deepspeed_training_precision(tmp_path):
     ds.trainer_config_process(args)
     assert ds.config["bf16"]["enabled"] is True and ds.config["fp16"]["enabled"] is False
     assert ds.dtype() == torch.bfloat16
+
+
+class MeanWithKwargs(Tiny):
+    """forward takes **kwargs (so the Trainer thinks it normalises by num_items_in_batch) but
+    returns a plain per-micro-batch mean."""
+
+    def forward(self, x, labels=None, **kwargs):
+        return super().forward(x, labels)
+
+
+def test_kwargs_model_with_a_mean_loss_is_not_divided(tmp_path):
+    """The trap: **kwargs in forward means "already normalised", so the mean is summed over the
+    micro-batches: the logged loss (and the gradient) is GA times the mean; accepts_loss_kwargs =
+    False on the model restores the division."""
+    model = MeanWithKwargs()
+    with torch.no_grad():
+        x = torch.stack([r["x"] for r in dataset()])
+        y = torch.stack([r["labels"] for r in dataset()])
+        mean = ((model.lin(x).squeeze(-1) - y) ** 2).mean().item()
+    logged, _ = _train(tmp_path, model, dataset(), ga=4)
+    assert logged[0] == pytest.approx(4 * mean, rel=1e-4)
+    model.accepts_loss_kwargs = False
+    logged, _ = _train(tmp_path, model, dataset(), ga=4)
+    assert logged[0] == pytest.approx(mean, rel=1e-4)
