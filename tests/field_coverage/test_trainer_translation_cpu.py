@@ -460,3 +460,23 @@ def test_kwargs_model_with_a_mean_loss_is_not_divided(tmp_path):
     model.accepts_loss_kwargs = False
     logged, _ = _train(tmp_path, model, dataset(), ga=4)
     assert logged[0] == pytest.approx(mean, rel=1e-4)
+
+
+def test_fsdp1_strategy_names_and_sync_module_states_needs_a_device(tmp_path):
+    """FSDP1: the strategy travels as reshard_after_forward and accelerate maps the name to a
+    ShardingStrategy; the Trainer's sync_module_states default (true) makes the plugin look up the
+    current accelerator device at construction, which raises where there is none (CPU/gloo).
+    Both branches: the error is asserted only on a machine without CUDA/XPU."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from torch.distributed.fsdp import ShardingStrategy
+
+    v1 = fsdp_args(tmp_path, {"version": 1, "reshard_after_forward": "shard_grad_op", "sync_module_states": "false"})
+    assert FullyShardedDataParallelPlugin(**v1).reshard_after_forward == ShardingStrategy.SHARD_GRAD_OP
+    default_v1 = fsdp_args(tmp_path, {"version": 1})
+    assert default_v1["sync_module_states"] is True
+    has_device = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    if has_device:
+        FullyShardedDataParallelPlugin(**default_v1)
+    else:
+        with pytest.raises(RuntimeError, match="There are currently no available devices found"):
+            FullyShardedDataParallelPlugin(**default_v1)
