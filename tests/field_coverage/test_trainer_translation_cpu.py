@@ -480,3 +480,18 @@ def test_fsdp1_strategy_names_and_sync_module_states_needs_a_device(tmp_path):
     else:
         with pytest.raises(RuntimeError, match="There are currently no available devices found"):
             FullyShardedDataParallelPlugin(**default_v1)
+
+
+def test_leftover_auto_in_zero_section_becomes_deepspeeds_default(monkeypatch):
+    """An "auto" nobody fills (the Trainer and Accelerate fill only their listed keys) reaches
+    DeepSpeed; its pydantic config models drop "auto" values (non-strict), so the key takes
+    DeepSpeed's default, silently."""
+    monkeypatch.setenv("DS_ACCELERATOR", os.environ.get("DS_ACCELERATOR", "cpu"))
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    default = DeepSpeedZeroConfig(stage=3)
+    auto = DeepSpeedZeroConfig(stage=3, sub_group_size="auto", reduce_bucket_size="auto",
+                               stage3_max_live_parameters="auto")
+    assert auto.sub_group_size == default.sub_group_size == 1_000_000_000
+    assert auto.reduce_bucket_size == default.reduce_bucket_size
+    assert auto.max_live_parameters == default.max_live_parameters
