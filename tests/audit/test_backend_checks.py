@@ -227,6 +227,17 @@ def test_deepspeed_plugin_msamp_rules():
     assert DeepSpeedPlugin(zero_stage=2).enable_msamp is False
     # outside DeepSpeed the recipe's default level differs
     assert MSAMPRecipeKwargs().opt_level == "O2"
+    assert "must be one of" in _err(lambda: MSAMPRecipeKwargs(opt_level="O3"))
+
+
+def test_fp8_recipes_need_their_package_at_construction():
+    from accelerate.utils import AORecipeKwargs, TERecipeKwargs, is_torchao_available, is_transformer_engine_available
+
+    ao, te = _err(AORecipeKwargs), _err(TERecipeKwargs)
+    # the pinned .venv has neither package; where one is installed its recipe builds
+    assert ao == "accepted" if is_torchao_available() else ao.startswith("ImportError: TorchAO is not available")
+    assert te == "accepted" if is_transformer_engine_available() else te.startswith(
+        "ImportError: TransformerEngine is not available")
 
 
 # ======================================================================== FSDP plugin per version
@@ -247,6 +258,17 @@ def test_fsdp_plugin_version_differences():
     p = FullyShardedDataParallelPlugin()
     assert (p.fsdp_version, p.use_orig_params, p.sync_module_states, p.cpu_ram_efficient_loading,
             p.auto_wrap_policy, p.activation_checkpointing) == (1, False, False, False, None, False)
+    # FSDP1: a strategy name in reshard_after_forward is accepted but sharding_strategy (default FULL_SHARD) is set too
+    del os.environ["FSDP_SHARDING_STRATEGY"]
+    p = FullyShardedDataParallelPlugin(fsdp_version=1, reshard_after_forward="SHARD_GRAD_OP")
+    assert (p.sharding_strategy.name, p.reshard_after_forward.name) == ("FULL_SHARD", "SHARD_GRAD_OP")
+    from torch.distributed.fsdp import CPUOffloadPolicy
+    assert "instance of `torch.distributed.fsdp.CPUOffload` in FSDP1" in _err(
+        lambda: FullyShardedDataParallelPlugin(fsdp_version=1, cpu_offload=CPUOffloadPolicy()))
+    # SIZE_BASED_WRAP with min_num_params 0 (the plugin default) wraps nothing
+    p = FullyShardedDataParallelPlugin(fsdp_version=2, auto_wrap_policy="SIZE_BASED_WRAP")
+    p.set_auto_wrap_policy(torch.nn.Linear(2, 2))
+    assert p.min_num_params == 0 and p.auto_wrap_policy is None
     # a value given in code is written back to the environment (read later by transformers' loading)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
