@@ -204,6 +204,9 @@ def test_deepspeed_plugin_mixed_precision_fill():
     p = DeepSpeedPlugin(hf_ds_config={**_zero(2), "bf16": {"enabled": True}})
     p.set_mixed_precision("no")  # 'no' never raises and leaves a concrete true alone
     assert p.deepspeed_config["bf16"]["enabled"] is True
+    p = DeepSpeedPlugin(hf_ds_config=_zero(2))
+    p.set_mixed_precision("no")
+    assert p.deepspeed_config["bf16"] == {"enabled": False} and p.deepspeed_config["fp16"] == {"enabled": False}
 
 
 def test_deepspeed_prepare_fill_raises_on_unknown_auto_and_never_on_mismatch():
