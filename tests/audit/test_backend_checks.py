@@ -173,6 +173,8 @@ def test_deepspeed_plugin_file_versus_plugin_values():
     assert p.deepspeed_config["zero_optimization"]["stage"] == 3 and p.deepspeed_config["gradient_clipping"] == 0.5
     # "auto" stage with nothing set: the plugin default 2
     assert DeepSpeedPlugin(hf_ds_config=_zero("auto")).deepspeed_config["zero_optimization"]["stage"] == 2
+    off = DeepSpeedPlugin(hf_ds_config=_zero(3, offload_optimizer={"device": "auto"})).deepspeed_config
+    assert off["zero_optimization"]["offload_optimizer"]["device"] == "none"
     # accumulation key absent -> 1 written into the file's config
     assert DeepSpeedPlugin(hf_ds_config=_zero(2)).deepspeed_config["gradient_accumulation_steps"] == 1
     assert "ZeRO optimization config" in _err(lambda: DeepSpeedPlugin(hf_ds_config={"train_batch_size": 8}))
@@ -344,3 +346,50 @@ def test_megatron_optimizer_and_scheduler_handoff():
     s = MegatronLMDummyScheduler(torch.optim.SGD(w, lr=0.1), total_num_steps=1000, warmup_num_steps=100)
     p.set_scheduler_args(s)
     assert (p.megatron_lm_default_args["train_iters"], p.megatron_lm_default_args["lr_warmup_iters"]) == (500, 50)
+
+
+def test_deepspeed_launch_flags_next_to_a_json_file(tmp_path):
+    """Flags typed on `accelerate launch` are exported but not listed as config-file fields: no error, and the
+    JSON's concrete values still win inside the plugin; the same keys in the YAML raise."""
+    import json
+
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import launch as L
+
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({**_zero(2), "gradient_clipping": 1.0, "train_micro_batch_size_per_gpu": "auto"}))
+
+    def plugin_under(yaml_ds_keys, flags):
+        cfg = tmp_path / "acc.yaml"
+        lines = ["compute_environment: LOCAL_MACHINE", "distributed_type: DEEPSPEED", "num_machines: 1",
+                 "num_processes: 2", "deepspeed_config:", f"  deepspeed_config_file: {ds}"]
+        lines += [f"  {k}: {v}" for k, v in yaml_ds_keys.items()]
+        cfg.write_text("\n".join(lines) + "\n")
+        args = launch_command_parser().parse_args(
+            ["--config_file", str(cfg), "--mixed_precision", "no", "--dynamo_backend", "no", *flags, "train.py"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            args, defaults, mp_from_config = _validate_launch_command(args)
+        fields = list(defaults.deepspeed_config.keys()) + (["mixed_precision"] if mp_from_config else [])
+        args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+        saved = dict(os.environ)
+        try:
+            _, env = L.prepare_deepspeed_cmd_env(args)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        os.environ.update({k: v for k, v in env.items() if k.startswith("ACCELERATE_")})
+        try:
+            return DeepSpeedPlugin(), env
+        except ValueError as e:
+            return f"ValueError: {e}", env
+
+    p, env = plugin_under({}, ["--zero_stage", "3", "--gradient_clipping", "0.5"])
+    assert env["ACCELERATE_DEEPSPEED_ZERO_STAGE"] == "3" and env["ACCELERATE_GRADIENT_CLIPPING"] == "0.5"
+    assert not isinstance(p, str), p
+    assert p.deepspeed_config["zero_optimization"]["stage"] == 2 and p.zero_stage == 2
+    assert p.deepspeed_config["gradient_clipping"] == 1.0
+    for k in [k for k in os.environ if k.startswith("ACCELERATE_")]:
+        del os.environ[k]
+    p, _ = plugin_under({"zero_stage": 3}, [])
+    assert isinstance(p, str) and "will be ignored" in p
