@@ -393,3 +393,32 @@ def test_deepspeed_launch_flags_next_to_a_json_file(tmp_path):
         del os.environ[k]
     p, _ = plugin_under({"zero_stage": 3}, [])
     assert isinstance(p, str) and "will be ignored" in p
+
+
+def test_dataloader_split_follows_the_data_parallel_dimensions_only():
+    """prepare_data_loader with a device mesh: TP and CP ranks get the same batches, the data is split
+    dp_replicate x dp_shard ways (the stand-in mesh offers only what the function reads: names and sizes)."""
+    from accelerate.data_loader import prepare_data_loader
+    from accelerate.state import PartialState
+
+    class Mesh:
+        def __init__(self, dims):
+            self.dims, self.mesh_dim_names = dims, tuple(dims)
+
+        def __getitem__(self, key):
+            return SimpleNamespace(size=lambda: self.dims[key])
+
+    def first_batches(rank, dims):
+        dl = torch.utils.data.DataLoader(list(range(32)), batch_size=2)
+        p = prepare_data_loader(dl, torch.device("cpu"), num_processes=4, process_index=rank, put_on_device=False,
+                                torch_device_mesh=Mesh(dims))
+        return [b.tolist() for b in p][:2]
+
+    try:
+        for dims in ({"dp_shard": 2, "tp": 2}, {"dp_shard": 2, "cp": 2}):
+            got = [first_batches(r, dims) for r in range(4)]
+            assert got[0] == got[1] == [[0, 1], [4, 5]] and got[2] == got[3] == [[2, 3], [6, 7]], (dims, got)
+        got = [first_batches(r, {"dp_shard": 4}) for r in range(4)]
+        assert [g[0] for g in got] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    finally:
+        PartialState._reset_state()
