@@ -422,3 +422,21 @@ def test_dataloader_split_follows_the_data_parallel_dimensions_only():
         assert [g[0] for g in got] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     finally:
         PartialState._reset_state()
+
+
+def test_fp8_refusals_in_accelerator():
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import is_fp8_available
+
+    try:
+        r = _err(lambda: Accelerator(mixed_precision="fp8", cpu=True))
+        AcceleratorState._reset_state(True)
+        # no FP8 package (the pinned .venv): AcceleratorState refuses before any backend is picked
+        assert (r == "accepted") if is_fp8_available() else r.startswith(
+            "ValueError: Using `fp8` precision requires `transformer_engine` or `MS-AMP` to be installed")
+        # a recipe handler without fp8 precision, on a plain (non FSDP/DeepSpeed) run
+        r = _err(lambda: Accelerator(kwargs_handlers=[MSAMPRecipeKwargs()], cpu=True))
+        assert "requires setting `mixed_precision='fp8'`" in r
+    finally:
+        AcceleratorState._reset_state(True)
