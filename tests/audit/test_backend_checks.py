@@ -110,6 +110,10 @@ def test_parallelism_config_validate_against_accelerator():
     # all sizes 1 on several devices: dp_replicate becomes the process count (plain DDP)
     pc = ParallelismConfig()
     assert v(pc, _acc(4, gpu)) == "accepted" and pc.dp_replicate_size == 4
+    # ... and under FSDP2 or DeepSpeed all-ones returns before any check: no product or nothing-to-shard error
+    for acc in (_acc(4, fsdp, True), _acc(4, ds)):
+        pc = ParallelismConfig()
+        assert v(pc, acc) == "accepted" and pc.dp_replicate_size == 1
     # FSDP2 needs dp_shard or cp > 1: TP over the whole world under an FSDP config is refused
     assert "no dimension for FSDP to shard across" in v(ParallelismConfig(tp_size=4), _acc(4, fsdp, True))
     assert v(ParallelismConfig(tp_size=4), _acc(4, gpu)) == "accepted"  # DDP type + TP
