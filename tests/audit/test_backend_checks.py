@@ -424,6 +424,13 @@ def test_dataloader_split_follows_the_data_parallel_dimensions_only():
             assert got[0] == got[1] == [[0, 1], [4, 5]] and got[2] == got[3] == [[2, 3], [6, 7]], (dims, got)
         got = [first_batches(r, {"dp_shard": 4}) for r in range(4)]
         assert [g[0] for g in got] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+        # the DeepSpeed branch (state forced to DEEPSPEED): only a tp dimension is divided out
+        PartialState()
+        PartialState._shared_state["distributed_type"] = DistributedType.DEEPSPEED
+        got = [first_batches(r, {"dp_replicate": 2, "tp": 2}) for r in range(4)]
+        assert got[0] == got[1] and got[2] == got[3] and got[0] != got[2]
+        got = [first_batches(r, {"dp_replicate": 4}) for r in range(4)]
+        assert len({str(g) for g in got}) == 4
     finally:
         PartialState._reset_state()
 
