@@ -451,3 +451,24 @@ def test_fp8_refusals_in_accelerator():
         assert "requires setting `mixed_precision='fp8'`" in r
     finally:
         AcceleratorState._reset_state(True)
+
+
+def test_rank_helpers():
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    try:
+        acc = Accelerator(cpu=True)
+        assert _err(lambda: acc.tensor_parallel_rank).startswith("RuntimeError: Tensor parallelism is not configured")
+        assert _err(lambda: acc.data_parallel_rank).startswith("RuntimeError")
+        # no helper for these two, even though context parallelism itself is supported
+        assert _err(lambda: acc.context_parallel_rank) == (
+            "NotImplementedError: Context parallelism is currently not supported in Accelerate.")
+        assert _err(lambda: acc.pipeline_parallel_rank).startswith("NotImplementedError")
+        AcceleratorState._reset_state(True)
+        acc = Accelerator(cpu=True, parallelism_config=ParallelismConfig())
+        # a disabled dimension reads 0; a single process builds no mesh at all
+        assert (acc.tensor_parallel_rank, acc.data_parallel_rank, acc.data_parallel_shard_rank) == (0, 0, 0)
+        assert acc.torch_device_mesh is None
+    finally:
+        AcceleratorState._reset_state(True)
