@@ -20,7 +20,8 @@ REFS = SUB / "references"
 EXAMPLES = SUB / "examples"
 VALIDATOR = SUB / "scripts" / "validate_backend_config.py"
 MATRIX = REPO / "references" / "backend-matrix.md"
-OWNED_REFS = ["deepspeed-fsdp.md", "parallelism-and-precision.md", "api-reference.md", "troubleshooting.md"]
+OWNED_REFS = ["deepspeed-fsdp.md", "parallelism-and-precision.md", "api-reference.md", "troubleshooting.md",
+              "backend-checks.md"]
 DOCS = [SUB / "SKILL.md"] + [REFS / n for n in OWNED_REFS] + [MATRIX]
 
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
