@@ -1,0 +1,210 @@
+"""deepspeed sections: DeepSpeed JSON keys (pydantic config models + KEY/KEY_DEFAULT constant reads),
+the `deepspeed` launcher flags and the environment variables deepspeed reads or sets."""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import inspect
+import typing
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from _fx_common import (SITE, action_row, argparse_lines, ann_str, class_field_lines, default_repr, entry,
+                        env_entries, scan_env, where)
+
+PKG = SITE / "deepspeed"
+RUNNER_PY = PKG / "launcher" / "runner.py"
+
+# top-level JSON key -> (module, pydantic model) that validates the table under it
+MODELS = [
+    ("zero_optimization", "deepspeed.runtime.zero.config", "DeepSpeedZeroConfig"),
+    ("bf16", "deepspeed.runtime.precision_config", "DeepSpeedBF16Config"),
+    ("fp16", "deepspeed.runtime.precision_config", "DeepSpeedFP16Config"),
+    ("tensorboard", "deepspeed.monitor.config", "TensorBoardConfig"),
+    ("wandb", "deepspeed.monitor.config", "WandbConfig"),
+    ("csv_monitor", "deepspeed.monitor.config", "CSVConfig"),
+    ("comet", "deepspeed.monitor.config", "CometConfig"),
+    ("comms_logger", "deepspeed.comm.config", "CommsLoggerConfig"),
+    ("compile", "deepspeed.compile.config", "CompileConfig"),
+    ("hybrid_engine", "deepspeed.runtime.config", "HybridEngineConfig"),
+    ("tensor_parallel", "deepspeed.runtime.tensor_parallel.config", "TPTrainingConfig"),
+    ("timers.throughput", "deepspeed.utils.config", "DeepSpeedThroughputTimerConfig"),
+]
+READERS = {"get_scalar_param", "get_list_param", "get_dict_param"}
+SCAN_DIRS = ["runtime", "profiling", "monitor", "utils", "comm", "compression", "elasticity", "autotuning",
+             "nebula", "checkpoint"]
+
+
+def _submodels(annotation):
+    from pydantic import BaseModel
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return annotation
+    for a in typing.get_args(annotation):
+        m = _submodels(a)
+        if m is not None:
+            return m
+    return None
+
+
+def _model_rows(path: str, model, seen) -> List[Dict]:
+    from pydantic_core import PydanticUndefined
+    src = Path(inspect.getsourcefile(model))
+    lines = class_field_lines(src)
+    out = []
+    for fname, fi in model.model_fields.items():
+        key = fi.alias or fname
+        full = f"{path}.{key}"
+        if fi.default is not PydanticUndefined:
+            d = default_repr(fi.default)
+        elif fi.default_factory is not None:
+            try:
+                val = fi.default_factory()
+                d = "{}" if hasattr(val, "model_fields") else default_repr(val)
+            except Exception:
+                d = "computed: default_factory"
+        else:
+            d = "required"
+        extra = fi.json_schema_extra if isinstance(fi.json_schema_extra, dict) else {}
+        owner = next((c.__name__ for c in model.__mro__ if (c.__name__, fname) in lines), model.__name__)
+        kind = "json key (deprecated)" if extra.get("deprecated") else "json key"
+        links = []
+        if extra.get("new_param"):
+            links.append(f"deepspeed-config:{path}.{extra['new_param']}")
+        aliases = [f"{path}.{fname}"] if fi.alias and fi.alias != fname else []
+        out.append(entry("deepspeed-config", full, kind, type_=ann_str(fi.annotation), default=d,
+                         where_=where(src, lines.get((owner, fname))), links=links, aliases=aliases,
+                         model=model.__name__, new_param=extra.get("new_param")))
+        sub = _submodels(fi.annotation)
+        if sub is not None and (full, sub) not in seen:
+            seen.add((full, sub))
+            out.extend(_model_rows(full, sub, seen))
+    return out
+
+
+def _const_rows() -> List[Dict]:
+    out: List[Dict] = []
+    files = []
+    for d in SCAN_DIRS:
+        files += sorted((PKG / d).rglob("*.py")) if (PKG / d).is_dir() else []
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        if not any(r in text for r in READERS):
+            continue
+        modname = ".".join(f.relative_to(SITE).with_suffix("").parts)
+        try:
+            mod = importlib.import_module(modname)
+        except Exception:
+            continue
+        tree = ast.parse(text)
+        for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]:
+            if isinstance(fn, ast.ClassDef):
+                continue
+            parents: Dict[str, List[str]] = {}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    p = _parent(node.value, mod, parents)
+                    if p is not None:
+                        parents[node.targets[0].id] = p
+            for node in ast.walk(fn):
+                if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READERS
+                        and len(node.args) >= 3):
+                    continue
+                key = _const(node.args[1], mod)
+                if not isinstance(key, str):
+                    continue
+                dflt = _const(node.args[2], mod, missing="computed: " + ast.unparse(node.args[2])[:50])
+                par = _parent(node.args[0], mod, parents)
+                if par is None:
+                    par = ["?"]
+                path = ".".join(par + [key]) if par != ["?"] else key
+                out.append(entry("deepspeed-config", path, "json key (constant read)" if par != ["?"]
+                                 else "json key (constant read; parent table not resolved)",
+                                 default=dflt if isinstance(dflt, str) and dflt.startswith("computed") else default_repr(dflt),
+                                 where_=where(f, node.lineno), const=ast.unparse(node.args[1])))
+    return out
+
+
+def _const(node, mod, missing=None):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and hasattr(mod, node.id):
+        return getattr(mod, node.id)
+    if isinstance(node, ast.Attribute):
+        try:
+            return eval(ast.unparse(node), vars(mod))  # constants module attribute, e.g. C.KEY
+        except Exception:
+            return missing
+    return missing
+
+
+def _parent(node, mod, parents) -> Optional[List[str]]:
+    """Key path of a dict expression: param_dict (top level) or param_dict[KEY] / .get(KEY, ...)."""
+    if isinstance(node, ast.Name):
+        if node.id in parents:
+            return parents[node.id]
+        return [] if node.id in ("param_dict", "ds_config", "config_dict") else None
+    if isinstance(node, ast.Attribute) and node.attr in ("_param_dict", "param_dict"):
+        return []
+    if isinstance(node, ast.Subscript):
+        base = _parent(node.value, mod, parents)
+        k = _const(node.slice, mod)
+        return base + [k] if base is not None and isinstance(k, str) else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        base = _parent(node.func.value, mod, parents)
+        k = _const(node.args[0], mod)
+        return base + [k] if base is not None and isinstance(k, str) else None
+    return None
+
+
+def config_section() -> List[Dict]:
+    rows: List[Dict] = []
+    seen = set()
+    for top, modname, cls in MODELS:
+        model = getattr(importlib.import_module(modname), cls)
+        src = Path(inspect.getsourcefile(model))
+        rows.append(entry("deepspeed-config", top, "json key (table)", type_="object", default="{}",
+                          where_=where(src, class_field_lines(src).get((cls, ""))), model=cls))
+        rows.extend(_model_rows(top, model, seen))
+    names = {r["n"] for r in rows}
+    for r in _const_rows():
+        if r["n"] not in names:
+            names.add(r["n"])
+            rows.append(r)
+    return rows
+
+
+def launcher_section() -> List[Dict]:
+    from deepspeed.launcher import runner
+    captured = {}
+    orig = argparse.ArgumentParser.parse_args
+
+    def grab(self, args=None, namespace=None):
+        captured["p"] = self
+        return orig(self, args, namespace)
+
+    argparse.ArgumentParser.parse_args = grab
+    try:
+        runner.parse_args(["train.py"])
+    finally:
+        argparse.ArgumentParser.parse_args = orig
+    lines = argparse_lines(RUNNER_PY)
+    out = []
+    for a in captured["p"]._actions:
+        if a.dest == "help":
+            continue
+        opts = a.option_strings
+        longs = [o for o in opts if o.startswith("--")]
+        name = longs[0] if longs else (opts[0] if opts else a.dest)
+        row = action_row(a)
+        line = next((lines[o] for o in opts if o in lines), lines.get(a.dest))
+        out.append(entry("deepspeed-launcher", name, "launch flag" if opts else "positional", type_=row["type"],
+                         default=row["default"], choices=row["choices"], where_=where(RUNNER_PY, line),
+                         aliases=opts, dest=a.dest))
+    return out
+
+
+def env_section() -> Tuple[List[Dict], List[str]]:
+    files = sorted(p for p in PKG.rglob("*.py") if "csrc" not in p.parts)
+    hits, unresolved = scan_env(files)
+    return env_entries("deepspeed-env", hits), unresolved
