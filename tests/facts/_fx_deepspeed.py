@@ -97,15 +97,27 @@ def _const_rows() -> List[Dict]:
         except Exception:
             continue
         tree = ast.parse(text)
-        for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]:
-            if isinstance(fn, ast.ClassDef):
-                continue
-            parents: Dict[str, List[str]] = {}
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    p = _parent(node.value, mod, parents)
-                    if p is not None:
-                        parents[node.targets[0].id] = p
+        top_level_ok = f == PKG / "runtime" / "config.py"
+        # a method that receives a sub-table from a sibling: self._initialize(sub_dict) in __init__
+        bound: Dict[str, List[str]] = {}
+        for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+            methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+            for m in methods.values():
+                tl = top_level_ok or m.name == "__init__"  # Config(param_dict) objects get the whole JSON
+                par = _assigned_parents(m, mod, {}, tl)
+                for node in ast.walk(m):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" \
+                            and node.func.attr in methods and node.args:
+                        p = _parent(node.args[0], mod, par, tl)
+                        callee = methods[node.func.attr]
+                        params = [a.arg for a in callee.args.args if a.arg != "self"]
+                        if p is not None and params:
+                            bound[f"{cls.name}.{callee.name}:{params[0]}"] = p
+        for cls_name, fn in _functions(tree):
+            seed = {k.split(":")[1]: v for k, v in bound.items() if k.split(":")[0] == f"{cls_name}.{fn.name}"}
+            tl = top_level_ok or fn.name == "__init__"
+            parents = _assigned_parents(fn, mod, seed, tl)
             for node in ast.walk(fn):
                 if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READERS
                         and len(node.args) >= 3):
@@ -114,11 +126,9 @@ def _const_rows() -> List[Dict]:
                 if not isinstance(key, str):
                     continue
                 dflt = _const(node.args[2], mod, missing="computed: " + ast.unparse(node.args[2])[:50])
-                par = _parent(node.args[0], mod, parents)
-                if par is None:
-                    par = ["?"]
-                path = ".".join(par + [key]) if par != ["?"] else key
-                out.append(entry("deepspeed-config", path, "json key (constant read)" if par != ["?"]
+                par = _parent(node.args[0], mod, parents, tl)
+                path = ".".join(par + [key]) if par is not None else key
+                out.append(entry("deepspeed-config", path, "json key (constant read)" if par is not None
                                  else "json key (constant read; parent table not resolved)",
                                  default=dflt if isinstance(dflt, str) and dflt.startswith("computed") else default_repr(dflt),
                                  where_=where(f, node.lineno), const=ast.unparse(node.args[1])))
@@ -138,20 +148,42 @@ def _const(node, mod, missing=None):
     return missing
 
 
-def _parent(node, mod, parents) -> Optional[List[str]]:
-    """Key path of a dict expression: param_dict (top level) or param_dict[KEY] / .get(KEY, ...)."""
+def _functions(tree):
+    """(enclosing class name or '', function) for every function of a module."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            out.append(("", node))
+        elif isinstance(node, ast.ClassDef):
+            out += [(node.name, m) for m in node.body if isinstance(m, ast.FunctionDef)]
+    return out
+
+
+def _assigned_parents(fn, mod, seed, top_level_ok) -> Dict[str, List[str]]:
+    parents = dict(seed)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            p = _parent(node.value, mod, parents, top_level_ok)
+            if p is not None:
+                parents[node.targets[0].id] = p
+    return parents
+
+
+def _parent(node, mod, parents, top_level_ok=False) -> Optional[List[str]]:
+    """Key path of a dict expression: param_dict (the whole JSON, only where runtime/config.py reads it),
+    a variable bound to a sub-table, or X[KEY] / X.get(KEY, ...) of one of those."""
     if isinstance(node, ast.Name):
         if node.id in parents:
             return parents[node.id]
-        return [] if node.id in ("param_dict", "ds_config", "config_dict") else None
-    if isinstance(node, ast.Attribute) and node.attr in ("_param_dict", "param_dict"):
+        return [] if top_level_ok and node.id == "param_dict" else None
+    if isinstance(node, ast.Attribute) and node.attr == "_param_dict" and top_level_ok:
         return []
     if isinstance(node, ast.Subscript):
-        base = _parent(node.value, mod, parents)
+        base = _parent(node.value, mod, parents, top_level_ok)
         k = _const(node.slice, mod)
         return base + [k] if base is not None and isinstance(k, str) else None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
-        base = _parent(node.func.value, mod, parents)
+        base = _parent(node.func.value, mod, parents, top_level_ok)
         k = _const(node.args[0], mod)
         return base + [k] if base is not None and isinstance(k, str) else None
     return None
