@@ -134,6 +134,8 @@ def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
             keys.append(dest)
         if dest == "use_deepspeed" or dest in ("use_fsdp", "multi_gpu", "tpu", "use_megatron_lm"):
             keys.append("distributed_type")
+        if dest == "cpu":  # _validate_launch_command copies use_cpu onto args; utils/launch.py reads args.cpu or args.use_cpu
+            keys.append("use_cpu")
         if dest == "use_parallelism_config":
             keys.append("parallelism_config")
         dest_to_key.setdefault(dest, [])
@@ -150,9 +152,12 @@ def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
         links = [f"accelerate-config:{k}" for k in keys] + \
             [f"accelerate-env:{e}" for e in sorted(env_links.get(dest, ()))]
         settable = "file-settable" if keys else "flag-only"
+        note = "" if keys or not opts else (
+            "no config-file key sets it: ClusterConfig has no field of this name, so the config loader rejects "
+            "a top-level key of this name as unknown" if dest not in cluster_fields else "")
         flags.append(entry("accelerate-launch", name, "launch flag (%s)" % settable if opts else "positional",
                            type_=row["type"], default=row["default"], choices=row["choices"],
-                           where_=where(LAUNCH_PY, line), links=links, aliases=opts, group=title, dest=dest))
+                           where_=where(LAUNCH_PY, line), links=links, aliases=opts, note=note, group=title, dest=dest))
 
     key_to_flags: Dict[str, List[str]] = {}
     for dest, keys in dest_to_key.items():

@@ -89,6 +89,7 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
                                        "how": "TrainingArguments fields of the 4.57.1 wheel read by AST from the zip, "
                                               "compared with the installed version's"}
     entries.extend(diff)
+    _symmetric_links(entries)
     return {"format": FORMAT, "versions": v, "sections": sections,
             "not_indexed": {
                 "cxx_env_prefixes": ["TORCH_NCCL_", "NCCL_", "GLOO_", "TORCH_GLOO_", "TORCH_CPP_", "TORCH_SHOW_",
@@ -99,6 +100,21 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
                 "unresolved_env_reads": {k: len(v_) for k, v_ in unresolved.items()},
             },
             "entries": entries}
+
+
+def _symmetric_links(entries) -> None:
+    """A link from A to B is written on B as well (flag <-> config key <-> env var <-> field)."""
+    by = {f"{e['s']}:{e['n']}": e for e in entries}
+    for e in entries:
+        me = f"{e['s']}:{e['n']}"
+        for target in e.get("l", []):
+            t = by.get(target)
+            if t is not None and me not in t.get("l", []):
+                t["l"] = sorted(set(t.get("l", [])) | {me})
+    for e in entries:
+        e["l"] = [x for x in e.get("l", []) if x in by]
+        if not e["l"]:
+            del e["l"]
 
 
 def dumps(data: dict) -> str:
