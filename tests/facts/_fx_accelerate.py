@@ -9,7 +9,7 @@ import inspect
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
-from _fx_common import (_Scope, _resolve, action_row, argparse_lines, ann_str, class_field_lines,
+from _fx_common import (_Scope, enum_choices, _resolve, action_row, argparse_lines, ann_str, class_field_lines,
                         default_repr, entry, env_entries, scan_env, where, SITE)
 
 PKG = SITE / "accelerate"
@@ -156,7 +156,7 @@ def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
             "no config-file key sets it: ClusterConfig has no field of this name, so the config loader rejects "
             "a top-level key of this name as unknown" if dest not in cluster_fields else "")
         flags.append(entry("accelerate-launch", name, "launch flag (%s)" % settable if opts else "positional",
-                           type_=row["type"], default=row["default"], choices=row["choices"],
+                           type_=row["type"], default=row["default"], choices=row["choices"], declared_default=row.get("declared"),
                            where_=where(LAUNCH_PY, line), links=links, aliases=opts, note=note, group=title, dest=dest))
 
     key_to_flags: Dict[str, List[str]] = {}
@@ -250,6 +250,15 @@ def api_section() -> List[Dict]:
                 owner = next((c.__name__ for c in cls.__mro__ if (c.__name__, f.name) in lines), cname)
                 note = "filled from the environment in __post_init__ when left at its default" if envs else ""
                 out.append(entry("accelerate-api", f"{cname}.{f.name}", "dataclass field", type_=ann_str(f.type),
-                                 default=d, where_=where(path, lines.get((owner, f.name))),
+                                 default=d, choices=enum_choices(_real_type(cls, f)), where_=where(path, lines.get((owner, f.name))),
                                  links=[f"accelerate-env:{e}" for e in envs], note=note))
     return out
+
+
+def _real_type(cls, f):
+    """The field's annotation as an object (string annotations resolved where possible)."""
+    import typing
+    try:
+        return typing.get_type_hints(cls).get(f.name, f.type)
+    except Exception:
+        return f.type

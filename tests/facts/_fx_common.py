@@ -34,6 +34,10 @@ def default_repr(value) -> str:
         return f"<class {value.__module__}.{value.__qualname__}>"
     if hasattr(value, "value") and type(value).__module__ != "builtins" and hasattr(type(value), "__members__"):
         return repr(value.value)  # an Enum member: its value is what a config file holds
+    if isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
+        return repr(int(value))  # int subclasses that print with separators (deepspeed pp_int)
+    if isinstance(value, float) and type(value) is not float:
+        return repr(float(value))
     r = repr(value)
     if " at 0x" in r:
         return "computed: " + type(value).__name__
@@ -282,4 +286,32 @@ def action_row(action) -> Dict:
         t = getattr(action.type, "__name__", "") if action.type else "str"
         if action.nargs not in (None,):
             t += f" nargs={action.nargs}"
-    return {"type": t, "default": default_repr(action.default), "choices": list(action.choices or [])}
+    default = action.default
+    declared = None
+    if isinstance(default, str) and callable(action.type) and action.nargs not in ("*", "+", "..."):
+        # argparse passes a string default through type= when the flag is absent
+        try:
+            default = action.type(default)
+            declared = default_repr(action.default)
+        except Exception:
+            default = action.default
+    row = {"type": t, "default": default_repr(default), "choices": list(action.choices or [])}
+    if declared is not None and declared != row["default"]:
+        row["declared"] = declared
+    return row
+
+
+def enum_choices(annotation) -> list:
+    """Accepted values when a type is an Enum or a Literal (also inside Optional/Union)."""
+    import enum
+    import typing
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return [m.value for m in annotation]
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    out: list = []
+    for a in typing.get_args(annotation):
+        for c in enum_choices(a):
+            if c not in out:
+                out.append(c)
+    return out

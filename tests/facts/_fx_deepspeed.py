@@ -10,7 +10,7 @@ import typing
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from _fx_common import (SITE, action_row, argparse_lines, ann_str, class_field_lines, default_repr, entry,
+from _fx_common import (SITE, enum_choices, action_row, argparse_lines, ann_str, class_field_lines, default_repr, entry,
                         env_entries, scan_env, where)
 
 PKG = SITE / "deepspeed"
@@ -73,6 +73,7 @@ def _model_rows(path: str, model, seen) -> List[Dict]:
             links.append(f"deepspeed-config:{path}.{extra['new_param']}")
         aliases = [f"{path}.{fname}"] if fi.alias and fi.alias != fname else []
         out.append(entry("deepspeed-config", full, kind, type_=ann_str(fi.annotation), default=d,
+                         choices=enum_choices(fi.annotation),
                          where_=where(src, lines.get((owner, fname))), links=links, aliases=aliases,
                          model=model.__name__, new_param=extra.get("new_param")))
         sub = _submodels(fi.annotation)
@@ -231,7 +232,7 @@ def launcher_section() -> List[Dict]:
         row = action_row(a)
         line = next((lines[o] for o in opts if o in lines), lines.get(a.dest))
         out.append(entry("deepspeed-launcher", name, "launch flag" if opts else "positional", type_=row["type"],
-                         default=row["default"], choices=row["choices"], where_=where(RUNNER_PY, line),
+                         default=row["default"], choices=row["choices"], declared_default=row.get("declared"), where_=where(RUNNER_PY, line),
                          aliases=opts, dest=a.dest))
     return out
 

@@ -32,19 +32,18 @@ def torchrun_section() -> List[Dict]:
         if pet:
             note = f"{pet} in the environment replaces the built-in default; the flag on the command line still wins"
         out.append(entry("torchrun", name if opts else a.dest, "launch flag" if opts else "positional",
-                         type_=row["type"], default=_default(a, pet), choices=row["choices"],
+                         type_=row["type"], default=_default(a, pet, row), choices=row["choices"], declared_default=row.get("declared"),
                          where_=where(RUN_PY, line), aliases=opts,
                          links=[f"torch-env:{pet}"] if pet else [], note=note, dest=a.dest, env=pet))
     return out
 
 
-def _default(action, pet: str) -> str:
+def _default(action, pet: str, row) -> str:
     """The parser default without any PET_ variable of this process leaking in."""
     import os
-    from _fx_common import default_repr
     if pet and pet in os.environ:  # the generator never runs with PET_ set; keep the table honest if it does
         raise SystemExit(f"unset {pet} before generating the tables")
-    return default_repr(action.default)
+    return row["default"]
 
 
 def env_section() -> Tuple[List[Dict], List[str]]:

@@ -3,12 +3,13 @@ and fsdp options it accepts, and the 4.57.1 -> installed diff (4.57.1 read by AS
 from __future__ import annotations
 
 import ast
+import typing
 import dataclasses
 import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from _fx_common import SITE, ann_str, class_field_lines, default_repr, entry, where
+from _fx_common import SITE, enum_choices, ann_str, class_field_lines, default_repr, entry, where
 
 TA_PY = SITE / "transformers" / "training_args.py"
 TA_MEMBER = "transformers/training_args.py"
@@ -57,6 +58,11 @@ def trainer_section() -> List[Dict]:
         else:
             d = "required"
         ch = f.metadata.get("choices") if f.metadata else None
+        if not ch:
+            try:
+                ch = enum_choices(typing.get_type_hints(TrainingArguments).get(f.name, f.type))
+            except Exception:
+                ch = None
         extra = {}
         if f.name == "fsdp":
             ch = [o.value for o in FSDPOption]

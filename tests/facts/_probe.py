@@ -1,0 +1,185 @@
+"""Child process of tests/facts/test_generated_tables.py: regenerate the name tables from the installed
+packages and compare them with the shipped file, then run the real code paths behind a handful of
+entries (parsers parsing, config loaders loading, TrainingArguments constructing). Prints one JSON
+object on stdout; the test asserts on it. Run with the repository's .venv python."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+for k in [k for k in os.environ if k.startswith("PET_")]:
+    del os.environ[k]
+
+import generate_facts  # noqa: E402
+
+
+def _by(data, section):
+    return {e["n"]: e for e in data["entries"] if e["s"] == section}
+
+
+def regenerate(shipped_text: str) -> dict:
+    shipped = json.loads(shipped_text)
+    with contextlib.redirect_stderr(io.StringIO()):
+        built = generate_facts.build("", shipped)
+    text = generate_facts.dumps(built)
+    out = {"identical": text == shipped_text}
+    if text != shipped_text:
+        old = {(e["s"], e["n"]): e for e in shipped["entries"]}
+        new = {(e["s"], e["n"]): e for e in built["entries"]}
+        out["only_shipped"] = sorted(map(list, set(old) - set(new)))[:10]
+        out["only_built"] = sorted(map(list, set(new) - set(old)))[:10]
+        out["changed"] = [list(k) for k in sorted(set(old) & set(new)) if old[k] != new[k]][:10]
+        out["header_same"] = {k: built[k] == shipped[k] for k in ("versions", "sections", "not_indexed")}
+    return out
+
+
+def accelerate_checks(data) -> dict:
+    from accelerate.commands.launch import launch_command_parser
+    from accelerate.commands.config.config_args import ClusterConfig
+    out = {}
+    ns = launch_command_parser().parse_args(["train.py"])
+    flags = _by(data, "accelerate-launch")
+    first = {}  # two flags on one dest (--tpu_cluster/--no_tpu_cluster): the first one's default is the dest's
+    for e in data["entries"]:
+        if e["s"] == "accelerate-launch" and "dest" in e:
+            first.setdefault(e["dest"], e["n"])
+    out["launch_defaults_mismatch"] = sorted(
+        n for n, e in flags.items() if "dest" in e and e["k"] != "positional" and first[e["dest"]] == n
+        and repr(getattr(ns, e["dest"])) != e["d"])
+    out["launch_flags_checked"] = sum(1 for e in flags.values() if e["k"] != "positional")
+    config = _by(data, "accelerate-config")
+    accepted, rejected = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        def load(doc):
+            p = Path(tmp) / "c.yaml"
+            import yaml
+            p.write_text(yaml.safe_dump(doc))
+            return ClusterConfig.from_yaml_file(str(p))
+        tops = [n for n in config if "." not in n and n not in ("compute_environment", "distributed_type")]
+        for n in tops:
+            try:
+                load({"distributed_type": "NO", n: None})
+                accepted.append(n)
+            except Exception as exc:  # a key the table lists must load
+                rejected[n] = type(exc).__name__
+        # flag-only flags: the table says no config key; the loader must reject the same name
+        flag_only = [e["dest"] for e in flags.values() if e["k"] == "launch flag (flag-only)"]
+        loader_rejects = {}
+        for d in flag_only:
+            try:
+                load({"distributed_type": "NO", d: 1})
+                loader_rejects[d] = False
+            except ValueError as exc:
+                loader_rejects[d] = "unknown keys" in str(exc)
+    out["config_top_keys_accepted"] = len(accepted)
+    out["config_top_keys_rejected"] = rejected
+    out["flag_only_checked"] = len(loader_rejects)
+    out["flag_only_not_rejected"] = sorted(d for d, ok in loader_rejects.items() if not ok)
+    return out
+
+
+def torch_checks(data) -> dict:
+    from torch.distributed.run import get_args_parser
+    out = {}
+    rows = _by(data, "torchrun")
+    ns = get_args_parser().parse_args(["train.py"])
+    out["torchrun_defaults_mismatch"] = sorted(n for n, e in rows.items() if e["k"] != "positional"
+                                               and repr(getattr(ns, e["dest"])) != e["d"])
+    out["torchrun_checked"] = sum(1 for e in rows.values() if e["k"] != "positional")
+    # a PET_ variable the table links to a flag really changes that flag's default
+    e = rows["--nnodes"]
+    env = next(x.split(":", 1)[1] for x in e["l"] if x.startswith("torch-env:PET_"))
+    os.environ[env] = "2:4"
+    try:
+        out["pet_nnodes_default"] = get_args_parser().parse_args(["train.py"]).nnodes
+    finally:
+        del os.environ[env]
+    out["pet_env_name"] = env
+    return out
+
+
+def deepspeed_checks(data) -> dict:
+    import argparse
+    from deepspeed.launcher import runner
+    from deepspeed.runtime.zero.config import get_zero_config
+    out = {}
+    rows = _by(data, "deepspeed-launcher")
+    ns = runner.parse_args(["train.py"])
+    out["ds_launcher_defaults_mismatch"] = sorted(n for n, e in rows.items() if e["k"] != "positional"
+                                                  and repr(getattr(ns, e["dest"])) != e["d"])
+    out["ds_launcher_checked"] = len(rows)
+    cfg = _by(data, "deepspeed-config")
+    z = get_zero_config({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})
+    dev = z.offload_optimizer.device
+    out["zero_offload_device"] = str(getattr(dev, "value", dev))
+    out["zero_offload_choices"] = cfg["zero_optimization.offload_optimizer.device"].get("c")
+    out["zero_reduce_bucket_default"] = repr(get_zero_config({"zero_optimization": {}}).reduce_bucket_size)
+    out["zero_reduce_bucket_table"] = cfg["zero_optimization.reduce_bucket_size"]["d"]
+    try:
+        get_zero_config({"zero_optimization": {"offload_optimizer_device": "cpu"}})
+        out["zero_rejects_unknown"] = False
+    except Exception as exc:
+        out["zero_rejects_unknown"] = "xtra" in str(exc) or "not permitted" in str(exc)
+    out["zero_unknown_in_table"] = "zero_optimization.offload_optimizer_device" in cfg
+    del argparse
+    return out
+
+
+TRAINER_FIELDS = ["per_device_train_batch_size", "learning_rate", "num_train_epochs", "weight_decay", "seed",
+                  "ddp_timeout", "gradient_accumulation_steps", "max_grad_norm", "warmup_steps", "dataloader_num_workers"]
+
+
+def transformers_checks(data) -> dict:
+    from transformers import TrainingArguments
+    out = {}
+    rows = _by(data, "trainer-args")
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(output_dir=tmp)
+    out["trainer_mismatch"] = {f: [repr(getattr(args, f)), rows[f]["d"]] for f in TRAINER_FIELDS
+                               if repr(getattr(args, f)) != rows[f]["d"]}
+    out["trainer_checked"] = len(TRAINER_FIELDS)
+    strat = rows["eval_strategy"].get("c")
+    out["eval_strategy_choices"] = strat
+    bad = []
+    for c in strat or []:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                TrainingArguments(output_dir=tmp, eval_strategy=c, eval_steps=10)
+            except ValueError:
+                bad.append(c)
+    out["eval_strategy_refused"] = bad
+    # the 4 -> 5 diff, checked on its 5.x side (the 4.57.1 side needs the wheel; see the test's docstring)
+    import _fx_transformers as fx
+    new = fx.fields_from_source(fx.TA_PY.read_text(encoding="utf-8"))
+    diff = _by(data, "transformers-4-to-5")
+    out["diff_count"] = len(diff)
+    out["diff_removed_still_present"] = sorted(n for n, e in diff.items() if "removed" in e["k"] and n in new)
+    out["diff_new_side_wrong"] = sorted(n for n, e in diff.items() if "removed" not in e["k"]
+                                        and (n not in new or new[n]["default"] != e["d"]))
+    out["diff_removed_sample"] = sorted(n for n, e in diff.items() if "removed" in e["k"])[:5]
+    return out
+
+
+def main() -> int:
+    shipped_path = Path(sys.argv[1])
+    text = shipped_path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    report = {"regenerate": regenerate(text)}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        report.update(accelerate_checks(data))
+        report.update(torch_checks(data))
+        report.update(deepspeed_checks(data))
+        report.update(transformers_checks(data))
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
