@@ -38,6 +38,13 @@ exit codes:
 """
 
 
+def bundle_version() -> str:
+    try:
+        return (DATA.parents[2] / "VERSION").read_text(encoding="utf-8").strip()
+    except OSError:
+        return "unknown"
+
+
 class InputError(Exception):
     pass
 
@@ -211,6 +218,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list-sections", action="store_true", help="sections, counts, versions, how generated")
     ap.add_argument("--output", choices=("text", "json"), default="text", help="output format (default text)")
     ap.add_argument("--limit", type=int, default=LIMIT, help=f"most hits printed (default {LIMIT})")
+    ap.add_argument("--version", action="store_true", help="bundle version and the package versions the tables hold")
     ap.add_argument("--data", default=str(DATA), help=argparse.SUPPRESS)
     try:
         # a flag name such as --nproc-per-node is the thing looked up, not an option of this script
@@ -229,6 +237,10 @@ def main(argv=None) -> int:
             raise InputError(f"unknown section {args.section!r}; one of: {', '.join(data['sections'])}")
         if args.limit < 1:
             raise InputError("--limit must be at least 1")
+        if args.version:
+            print(f"lookup.py {bundle_version()} (pytorch-distributed-training bundle; tables from "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(data.get("versions", {}).items())) + ")")
+            return 0
         if args.list_sections:
             return cmd_sections(data, args.output)
         if args.search is not None:

@@ -93,6 +93,12 @@ def test_bad_input_exit_2_one_line(tmp_path):
     assert rc == 2 and "cannot read the name tables" in err and "Traceback" not in err
 
 
+def test_version_names_the_bundle_and_the_packages():
+    rc, out, _ = run("--version")
+    version = (REPO / "VERSION").read_text().strip()
+    assert rc == 0 and out.startswith(f"lookup.py {version} ") and "deepspeed 0.19.8" in out
+
+
 def test_help_has_examples_and_exit_codes():
     rc, out, _ = run("--help")
     assert rc == 0 and "examples:" in out and "exit codes:" in out and "lookup.py --list-sections" in out
