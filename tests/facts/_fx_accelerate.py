@@ -39,6 +39,35 @@ LEGACY_KEYS = {"fp16": "converted to mixed_precision ('fp16' when true), then dr
                "dynamo_backend": "moved into dynamo_config.dynamo_backend ('NO' gives an empty dynamo_config)"}
 
 
+CLUSTER_PY = PKG / "commands" / "config" / "cluster.py"
+FP8_EXPORT_PREFIX = "ACCELERATE_"  # utils/launch.py setup_fp8_env: every args attribute fp8_* -> ACCELERATE_FP8_*
+
+
+def fp8_exports(dests) -> Dict[str, str]:
+    """args attribute -> variable setup_fp8_env exports for it (it loops over vars(args); the name is
+    built from the attribute, so the scan cannot resolve it: computed here from the same rule).
+    fp8_override_linear_precision is split into three variables there and is left to the scan."""
+    return {d: FP8_EXPORT_PREFIX + d.upper() for d in dests
+            if d.startswith("fp8_") and d != "fp8_override_linear_precision"}
+
+
+def setup_fp8_env_line() -> int:
+    return _line_of(UTILS_LAUNCH_PY, 'current_env[f"{prefix}{arg.upper()}"]')
+
+
+def questionnaire_keys() -> List[Tuple[str, str, int]]:
+    """(nested table, key, line) that the `accelerate config` questionnaire writes (cluster.py)."""
+    tree = ast.parse(CLUSTER_PY.read_text(encoding="utf-8"))
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id.endswith("_config") \
+                        and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                    out.add((t.value.id, t.slice.value, n.lineno))
+    return sorted(out)
+
+
 def _flag_env_links() -> Dict[str, Set[str]]:
     """launch dest -> environment variables that utils/launch.py sets from args.<dest>."""
     tree = ast.parse(UTILS_LAUNCH_PY.read_text(encoding="utf-8"))
@@ -111,6 +140,8 @@ def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
     cfg_lines = class_field_lines(CONFIG_ARGS_PY)
     cluster_fields = {f.name: f for f in dataclasses.fields(ClusterConfig)}
     env_links = _flag_env_links()
+    for d, var in fp8_exports([a.dest for a in parser._actions]).items():
+        env_links.setdefault(d, set()).add(var)
 
     flags: List[Dict] = []
     config: List[Dict] = []
@@ -198,6 +229,29 @@ def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
         config.append(entry("accelerate-config", k, "config key (nested; feeds a launch flag)", type_=fl.get("t", ""),
                             default=fl.get("d"), choices=fl.get("c"), where_=fl["w"],
                             links=flag_links(k) + [x for x in fl.get("l", []) if x.startswith("accelerate-env:")]))
+    # keys the questionnaire writes that reach no flag: _validate_launch_command still copies them onto
+    # args under the prefixed name, where no launch code reads them (fp8 ones are exported, see fp8_exports)
+    import difflib
+    have = {e["n"] for e in config}
+    dests = sorted({f["dest"] for f in flags})
+    for table, key, line in questionnaire_keys():
+        if f"{table}.{key}" in have:
+            continue
+        prefix = {"fsdp_config": "fsdp_", "fp8_config": "fp8_", "dynamo_config": "dynamo_"}.get(table, "")
+        attr = key if (not prefix or key.startswith(prefix)) else prefix + key
+        near = difflib.get_close_matches(attr, dests, n=1, cutoff=0.7)
+        links = [f"accelerate-launch:{dest_name[near[0]]}"] if near else []
+        exported = fp8_exports([attr]).get(attr)
+        note = (f"the accelerate config questionnaire writes this key, but no launch flag is named {attr}; "
+                f"launch copies it onto args.{attr}")
+        if exported:
+            note += f" and exports {exported}, a variable nothing in accelerate reads"
+            links.append(f"accelerate-env:{exported}")
+        if near:
+            note += f"; the flag with the nearest name is {dest_name[near[0]]}"
+        config.append(entry("accelerate-config", f"{table}.{key}",
+                            "config key (written by accelerate config; reaches no launch flag)",
+                            where_=where(CLUSTER_PY, line), links=links, note=note, attr=attr))
     return flags, config
 
 
@@ -211,6 +265,17 @@ def _line_of(path: Path, needle: str) -> int:
 def env_section() -> Tuple[List[Dict], List[str]]:
     files = sorted(p for p in PKG.rglob("*.py") if "test_utils" not in p.parts)
     hits, unresolved = scan_env(files)
+    from accelerate.commands.launch import launch_command_parser
+    dests = [a.dest for a in launch_command_parser()._actions]
+    for table, key, _ in questionnaire_keys():
+        if table == "fp8_config":
+            dests.append(key if key.startswith("fp8_") else "fp8_" + key)
+    line = setup_fp8_env_line()
+    for var in sorted(set(fp8_exports(dests).values())):
+        hits.append({"name": var, "op": "set", "default": None, "file": UTILS_LAUNCH_PY, "line": line,
+                     "reader": "setup_fp8_env"})
+    fp8_line = f"{UTILS_LAUNCH_PY.relative_to(SITE).as_posix()}:{line}"
+    unresolved = [u for u in unresolved if u != fp8_line]
     return env_entries("accelerate-env", hits), unresolved
 
 

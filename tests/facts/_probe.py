@@ -78,11 +78,47 @@ def accelerate_checks(data) -> dict:
                 loader_rejects[d] = False
             except ValueError as exc:
                 loader_rejects[d] = "unknown keys" in str(exc)
+        # a key the questionnaire writes that reaches no flag: run launch's merge and FP8 export for real
+        out.update(_fp8_questionnaire_run(data, load, tmp))
     out["config_top_keys_accepted"] = len(accepted)
     out["config_top_keys_rejected"] = rejected
     out["flag_only_checked"] = len(loader_rejects)
     out["flag_only_not_rejected"] = sorted(d for d, ok in loader_rejects.items() if not ok)
     return out
+
+
+def _fp8_questionnaire_run(data, load, tmp) -> dict:
+    import yaml
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import setup_fp8_env
+    config = _by(data, "accelerate-config")
+    env_rows = _by(data, "accelerate-env")
+    stray = {n: e for n, e in config.items() if e["k"].startswith("config key (written by accelerate config")
+             and n.startswith("fp8_config.")}
+    doc = {"compute_environment": "LOCAL_MACHINE", "distributed_type": "NO", "mixed_precision": "fp8",
+           "num_processes": 1, "fp8_config": {"backend": "TE"}}
+    for i, n in enumerate(sorted(stray)):
+        doc["fp8_config"][n.split(".", 1)[1]] = f"v{i}"
+    path = Path(tmp) / "fp8.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    args = launch_command_parser().parse_args(["--config_file", str(path), "train.py"])
+    args = _validate_launch_command(args)[0]
+    # setup_fp8_env is what the launchers call once the FP8 library check passed (none is installed here)
+    env = setup_fp8_env(args, {})
+    result = {"fp8_stray_keys": len(stray), "fp8_stray_wrong": []}
+    for i, (n, e) in enumerate(sorted(stray.items())):
+        var = next(x.split(":", 1)[1] for x in e["l"] if x.startswith("accelerate-env:"))
+        flag = next(x.split(":", 1)[1] for x in e["l"] if x.startswith("accelerate-launch:"))
+        reader = next(x.split(":", 1)[1] for x in config_links(data, flag) if x.startswith("accelerate-env:"))
+        ok = (env.get(var) == f"v{i}" and env_rows[var]["k"] == "env var (set)"
+              and env.get(reader) != f"v{i}" and "read" in env_rows[reader]["k"])
+        if not ok:
+            result["fp8_stray_wrong"].append([n, var, env.get(var), reader, env.get(reader)])
+    return result
+
+
+def config_links(data, flag):
+    return _by(data, "accelerate-launch")[flag].get("l", [])
 
 
 def torch_checks(data) -> dict:
