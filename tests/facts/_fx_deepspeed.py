@@ -83,8 +83,30 @@ def _model_rows(path: str, model, seen) -> List[Dict]:
     return out
 
 
+def _whole_json_callees() -> set:
+    """Functions and classes DeepSpeedConfig (runtime/config.py) calls with the whole JSON dict: their
+    first parameter is the top level of the config."""
+    tree = ast.parse((PKG / "runtime" / "config.py").read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            a = node.args[0]
+            whole = (isinstance(a, ast.Name) and a.id == "param_dict") or (
+                isinstance(a, ast.Attribute) and a.attr == "_param_dict")
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            if whole and name:
+                out.add(name)
+    return out
+
+
+def _first_param(fn) -> str:
+    params = [a.arg for a in fn.args.args if a.arg != "self"]
+    return params[0] if params else ""
+
+
 def _const_rows() -> List[Dict]:
     out: List[Dict] = []
+    whole = _whole_json_callees()
     files = []
     for d in SCAN_DIRS:
         files += sorted((PKG / d).rglob("*.py")) if (PKG / d).is_dir() else []
@@ -104,8 +126,9 @@ def _const_rows() -> List[Dict]:
         for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
             methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
             for m in methods.values():
-                tl = top_level_ok or m.name == "__init__"  # Config(param_dict) objects get the whole JSON
-                par = _assigned_parents(m, mod, {}, tl)
+                tl = top_level_ok
+                seed = {_first_param(m): []} if m.name == "__init__" and cls.name in whole else {}
+                par = _assigned_parents(m, mod, seed, tl)
                 for node in ast.walk(m):
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                             and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" \
@@ -117,7 +140,9 @@ def _const_rows() -> List[Dict]:
                             bound[f"{cls.name}.{callee.name}:{params[0]}"] = p
         for cls_name, fn in _functions(tree):
             seed = {k.split(":")[1]: v for k, v in bound.items() if k.split(":")[0] == f"{cls_name}.{fn.name}"}
-            tl = top_level_ok or fn.name == "__init__"
+            if (not cls_name and fn.name in whole) or (fn.name == "__init__" and cls_name in whole):
+                seed[_first_param(fn)] = []  # called with the whole JSON by DeepSpeedConfig
+            tl = top_level_ok
             parents = _assigned_parents(fn, mod, seed, tl)
             for node in ast.walk(fn):
                 if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READERS
@@ -204,7 +229,40 @@ def config_section() -> List[Dict]:
         if r["n"] not in names:
             names.add(r["n"])
             rows.append(r)
+    leaves = {n.rsplit(".", 1)[-1] for n in names}
+    for r in _constant_pairs():
+        if r["n"] not in leaves:
+            leaves.add(r["n"])
+            rows.append(r)
     return rows
+
+
+PAIR_MODULES = ["runtime/constants.py", "runtime/swap_tensor/constants.py", "runtime/data_pipeline/constants.py",
+                "runtime/activation_checkpointing/config.py", "runtime/model_checkpointing/constants.py",
+                "profiling/constants.py", "autotuning/constants.py", "comm/constants.py"]
+
+
+def _constant_pairs() -> List[Dict]:
+    """KEY = "name" / KEY_DEFAULT = value pairs of the constants modules whose key no model or
+    get_*_param read above covers (read some other way; the table they sit in is not resolved)."""
+    out = []
+    for rel_path in PAIR_MODULES:
+        f = PKG / rel_path
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        consts = {n.targets[0].id: n for n in tree.body
+                  if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+        for name, node in consts.items():
+            dflt = consts.get(name + "_DEFAULT")
+            if dflt is None or not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                continue
+            try:
+                d = repr(ast.literal_eval(dflt.value))
+            except Exception:
+                d = "computed: " + ast.unparse(dflt.value)[:50]
+            out.append(entry("deepspeed-config", node.value.value,
+                             "json key (constant pair only; parent table not resolved)", default=d,
+                             where_=where(f, node.lineno), const=name))
+    return out
 
 
 def launcher_section() -> List[Dict]:
