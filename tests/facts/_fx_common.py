@@ -213,7 +213,7 @@ def _scan_tree(tree, f: Path, hits: List[Dict], unresolved: List[str]) -> None:
                         add(nm, "read", _const_default(d) if d is not None else "helper default",
                             node.lineno, fname, scope)
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_environ(node.value):
-            add(node.slice, "read", "required (KeyError when unset)", node.lineno, "os.environ[]", scope)
+            add(node.slice, "read", "none at this read (os.environ[...])", node.lineno, "os.environ[]", scope)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
                 and _is_environ(node.comparators[0]):
             add(node.left, "read", "presence test", node.lineno, "in os.environ", scope)

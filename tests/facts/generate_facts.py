@@ -100,6 +100,7 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
                                   "sources, and the CPU wheel of torch lacks the ProcessGroupNCCL strings",
                 "see": "sub-skills/torch-distributed/references/debugging-and-env.md",
                 "unresolved_env_reads": {k: len(v_) for k, v_ in unresolved.items()},
+                "unresolved_env_read_sites": {k: sorted(set(v_)) for k, v_ in unresolved.items()},
             },
             "entries": entries}
 
