@@ -58,9 +58,8 @@ def env_section() -> Tuple[List[Dict], List[str]]:
         if isinstance(a, (env, check_env)):
             hits.append({"name": f"PET_{a.dest.upper()}", "op": "read", "default": "the flag's default",
                          "file": au, "line": _pet_line(au), "reader": "argparse_util.env"})
-    pet_sites = {f"torch/distributed/argparse_util.py:{i}" for i, line in
-                 enumerate(au.read_text(encoding="utf-8").splitlines(), 1) if 'PET_{' in line}
-    unresolved = [u for u in unresolved if u not in pet_sites]  # computed above from the parser
+    # argparse_util's only environment reads are the PET_ ones computed above from the parser
+    unresolved = [u for u in unresolved if not u.startswith("torch/distributed/argparse_util.py:")]
     rows = env_entries("torch-env", hits)
     for r in rows:
         if r["n"].startswith("PET_"):
@@ -84,6 +83,6 @@ def _flags():
 
 def _pet_line(path) -> int:
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if 'f"PET_{' in line:
+        if "os.environ.get(env_name" in line:
             return i
     return 0
