@@ -96,7 +96,6 @@ def _flag_env_links() -> Dict[str, Set[str]]:
 
 def _post_init_env_links(path: Path) -> Dict[Tuple[str, str], Set[str]]:
     """(class, field) -> env vars read in an assignment to self.<field> inside a method of the class."""
-    from _fx_common import _scan_tree
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out: Dict[Tuple[str, str], Set[str]] = {}
     for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:

@@ -63,12 +63,10 @@ def trainer_section() -> List[Dict]:
                 ch = enum_choices(typing.get_type_hints(TrainingArguments).get(f.name, f.type))
             except Exception:
                 ch = None
-        extra = {}
         if f.name == "fsdp":
             ch = [o.value for o in FSDPOption]
         out.append(entry("trainer-args", f.name, "TrainingArguments field", type_=ann_str(f.type), default=d,
-                         choices=ch, where_=where(TA_PY, lines.get(("TrainingArguments", f.name))),
-                         links=["trainer-args:fsdp_config." + k for k in ()], **extra))
+                         choices=ch, where_=where(TA_PY, lines.get(("TrainingArguments", f.name)))))
     tree = ast.parse(TA_PY.read_text(encoding="utf-8"))
     for k, (d, line) in sorted(_fsdp_config_keys(tree).items()):
         out.append(entry("trainer-args", f"fsdp_config.{k}", "fsdp_config key (TrainingArguments)", default=d,

@@ -142,7 +142,6 @@ def torch_checks(data) -> dict:
 
 
 def deepspeed_checks(data) -> dict:
-    import argparse
     from deepspeed.launcher import runner
     from deepspeed.runtime.zero.config import get_zero_config
     out = {}
@@ -164,7 +163,6 @@ def deepspeed_checks(data) -> dict:
     except Exception as exc:
         out["zero_rejects_unknown"] = "xtra" in str(exc) or "not permitted" in str(exc)
     out["zero_unknown_in_table"] = "zero_optimization.offload_optimizer_device" in cfg
-    del argparse
     return out
 
 
