@@ -132,7 +132,7 @@ def _scan_tree_scoped(tree, path, hits, scope):
 
 def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
     from accelerate.commands.launch import launch_command_parser
-    from accelerate.commands.config.config_args import ClusterConfig, BaseConfig
+    from accelerate.commands.config.config_args import ClusterConfig
 
     parser = launch_command_parser()
     lines = argparse_lines(LAUNCH_PY)

@@ -6,7 +6,6 @@ import ast
 import typing
 import dataclasses
 import zipfile
-from pathlib import Path
 from typing import Dict, List, Optional
 
 from _fx_common import SITE, enum_choices, ann_str, class_field_lines, default_repr, entry, where
