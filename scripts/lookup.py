@@ -88,6 +88,9 @@ def coverage_line(data, name=""):
             f"time that the source scan could not resolve ({sum(ni.get('unresolved_env_reads', {}).values())} env "
             f"reads, listed by --list-sections --output json), DeepSpeed keys read outside its config models and get_*_param calls, and packages other "
             f"than these four.")
+    free = data.get("free_tables", {})
+    if "." in name and name.split(".", 1)[0] in free.get("tables", []):
+        line = f"{name.split('.', 1)[0]}: {free.get('note', '')}.\n" + line
     up = name.upper().lstrip("-")
     if any(up.startswith(p) for p in ni.get("cxx_env_prefixes", [])):
         line = (f"{name} looks like a C++-side variable: those are not indexed ({ni.get('cxx_env_reason', '')}); "

@@ -78,6 +78,15 @@ def accelerate_checks(data) -> dict:
                 loader_rejects[d] = False
             except ValueError as exc:
                 loader_rejects[d] = "unknown keys" in str(exc)
+        # the tables the generator calls free: the loader accepts a key in them that no flag has
+        free_ok = {}
+        for t in data["free_tables"]["tables"]:
+            try:
+                load({"distributed_type": "NO", t: {"no_such_option_xyz": 1}})
+                free_ok[t] = True
+            except Exception:
+                free_ok[t] = False
+        out["free_tables_accepting_unknown"] = free_ok
         # a key the questionnaire writes that reaches no flag: run launch's merge and FP8 export for real
         out.update(_fp8_questionnaire_run(data, load, tmp))
     out["config_top_keys_accepted"] = len(accepted)

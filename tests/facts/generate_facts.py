@@ -92,7 +92,13 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
                                               "compared with the installed version's"}
     entries.extend(diff)
     _symmetric_links(entries)
+    free_tables = sorted({v[0] for v in fa.GROUP_TO_DICT.values()} | {"dynamo_config"})
     return {"format": FORMAT, "versions": v, "sections": sections,
+            "free_tables": {
+                "tables": free_tables,
+                "note": "accelerate's config loader does not check the keys inside these tables; launch copies each "
+                        "key onto its arguments, so in an accelerate config file a key that matches no launch flag loads "
+                        "without an error and sets no launch option (accelerate " + v["accelerate"] + ")"},
             "not_indexed": {
                 "cxx_env_prefixes": ["TORCH_NCCL_", "NCCL_", "GLOO_", "TORCH_GLOO_", "TORCH_CPP_", "TORCH_SHOW_",
                                      "CUDA_", "FI_", "UCX_", "MASTER_"],

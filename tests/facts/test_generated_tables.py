@@ -45,6 +45,11 @@ def test_every_listed_top_level_config_key_loads_and_flag_only_names_are_rejecte
     assert probe["flag_only_checked"] >= 10 and probe["flag_only_not_rejected"] == []
 
 
+def test_nested_tables_called_free_accept_unknown_keys(probe):
+    free = probe["free_tables_accepting_unknown"]
+    assert len(free) >= 6 and all(free.values()), free
+
+
 def test_questionnaire_fp8_keys_reach_only_an_unread_variable(probe):
     """accelerate config writes fp8_config keys (amax_history_length, ...) whose names no flag has: the
     real merge + export puts each value in the variable the table names, which the table says nothing

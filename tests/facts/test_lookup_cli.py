@@ -56,6 +56,12 @@ def test_not_found_gives_suggestions_and_coverage():
     assert rc == 1 and doc["found"] is False and doc["closest"] and "transformers 5.25.0" in doc["coverage"]
 
 
+def test_miss_inside_a_free_accelerate_table_says_it_would_load_silently():
+    rc, out, _ = run("fsdp_config.fsdp_sharding_stratgy")
+    assert rc == 1 and "fsdp_config: accelerate's config loader does not check the keys" in out
+    assert "accelerate-config:fsdp_config.fsdp_sharding_strategy" in out
+
+
 def test_cxx_side_variable_is_not_called_nonexistent():
     rc, out, _ = run("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
     assert rc == 1 and "C++-side" in out and "says nothing about it" in out
