@@ -178,6 +178,10 @@ def _scan_tree(tree, f: Path, hits: List[Dict], unresolved: List[str]) -> None:
             for t in node.targets:
                 if isinstance(t, ast.Name) and val is not None:
                     scope.strings[t.id] = val
+                if isinstance(t, ast.Name) and "env" in t.id.lower() and isinstance(node.value, ast.Dict):
+                    for k in node.value.keys:  # worker_env = {"LOCAL_RANK": ..., ...}
+                        if k is not None:
+                            add(k, "set", None, node.lineno, "env dict literal", scope)
                 if isinstance(t, ast.Subscript):
                     base = t.value
                     is_env_dict = _is_environ(base) or (
@@ -195,10 +199,16 @@ def _scan_tree(tree, f: Path, hits: List[Dict], unresolved: List[str]) -> None:
             elif isinstance(fn, ast.Attribute) and fn.attr == "getenv" and node.args:
                 d = node.args[1] if len(node.args) > 1 else None
                 add(node.args[0], "read", _const_default(d), node.lineno, "os.getenv", scope)
-            elif isinstance(fn, ast.Attribute) and fn.attr == "update" and _is_environ(fn.value):
+            elif isinstance(fn, ast.Attribute) and fn.attr == "update" and (
+                    _is_environ(fn.value) or (isinstance(fn.value, ast.Name) and "env" in fn.value.id.lower())):
                 for kw in node.keywords:
                     if kw.arg:
-                        add(ast.Constant(kw.arg), "set", None, node.lineno, "os.environ.update", scope)
+                        add(ast.Constant(kw.arg), "set", None, node.lineno, "env.update", scope)
+                for a in node.args:
+                    if isinstance(a, ast.Dict):
+                        for k in a.keys:
+                            if k is not None:
+                                add(k, "set", None, node.lineno, "env.update", scope)
             else:
                 fname = fn.id if isinstance(fn, ast.Name) else (fn.attr if isinstance(fn, ast.Attribute) else "")
                 if fname in ENV_HELPERS and node.args:
