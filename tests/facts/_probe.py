@@ -150,6 +150,32 @@ def torch_checks(data) -> dict:
     return out
 
 
+def torchrun_worker_env(data) -> dict:
+    """One real torchrun (1 worker, standalone): the variables the table says torch's elastic agent
+    sets for its workers are all in the worker's environment."""
+    import subprocess
+    import ast
+    import torch.distributed.elastic.agent.server.local_elastic_agent as lea
+    rows = _by(data, "torch-env")
+    agent = "torch/distributed/elastic/agent/server/local_elastic_agent.py"
+    # the unconditional ones: the worker_env = {...} literal (other sites depend on the machine or options)
+    tree = ast.parse(Path(lea.__file__).read_text(encoding="utf-8"))
+    lines = {f"{agent}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Dict) and any(isinstance(t, ast.Name) and "env" in t.id for t in n.targets)}
+    expected = sorted(n for n, e in rows.items() if set(e.get("sets", [])) & lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = Path(tmp) / "env.json"
+        worker = Path(tmp) / "w.py"
+        worker.write_text("import json, os, sys\njson.dump(sorted(os.environ), open(sys.argv[1], 'w'))\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_"))}
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+                               str(worker), str(out_file)], capture_output=True, text=True, timeout=180, env=env,
+                              cwd=tmp)
+        got = set(json.loads(out_file.read_text())) if out_file.is_file() else set()
+    return {"torchrun_rc": proc.returncode, "agent_sets_expected": expected,
+            "agent_sets_missing_in_worker": sorted(set(expected) - got)}
+
+
 def deepspeed_checks(data) -> dict:
     from deepspeed.launcher import runner
     from deepspeed.runtime.zero.config import get_zero_config
@@ -218,6 +244,7 @@ def main() -> int:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         report.update(accelerate_checks(data))
         report.update(torch_checks(data))
+        report.update(torchrun_worker_env(data))
         report.update(deepspeed_checks(data))
         report.update(transformers_checks(data))
     print(json.dumps(report))

@@ -62,6 +62,12 @@ def test_torchrun_defaults_and_pet_variable(probe):
     assert probe["pet_env_name"] == "PET_NNODES" and probe["pet_nnodes_default"] == "2:4"
 
 
+def test_worker_variables_the_table_says_torchrun_sets_are_in_a_real_worker(probe):
+    assert probe["torchrun_rc"] == 0
+    assert len(probe["agent_sets_expected"]) >= 10 and "TORCHELASTIC_RESTART_COUNT" in probe["agent_sets_expected"]
+    assert probe["agent_sets_missing_in_worker"] == []
+
+
 def test_deepspeed_launcher_and_zero_config(probe):
     assert probe["ds_launcher_checked"] >= 20 and probe["ds_launcher_defaults_mismatch"] == []
     assert probe["zero_offload_device"] in probe["zero_offload_choices"]
