@@ -87,6 +87,7 @@ def accelerate_checks(data) -> dict:
             except Exception:
                 free_ok[t] = False
         out["free_tables_accepting_unknown"] = free_ok
+        out.update(accelerate_launch_env(data, tmp))
         # a key the questionnaire writes that reaches no flag: run launch's merge and FP8 export for real
         out.update(_fp8_questionnaire_run(data, load, tmp))
     out["config_top_keys_accepted"] = len(accepted)
@@ -128,6 +129,29 @@ def _fp8_questionnaire_run(data, load, tmp) -> dict:
 
 def config_links(data, flag):
     return _by(data, "accelerate-launch")[flag].get("l", [])
+
+
+def accelerate_launch_env(data, tmp) -> dict:
+    """accelerate launch's simple (CPU) launcher: every variable the table says the function sets with a
+    statement directly in its body (not under an if) is in the environment it returns."""
+    import ast
+    import yaml
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import launch as ul
+    rows = _by(data, "accelerate-env")
+    rel = "accelerate/utils/launch.py"
+    tree = ast.parse(Path(ul.__file__).read_text(encoding="utf-8"))
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "prepare_simple_launcher_cmd_env")
+    lines = {f"{rel}:{st.lineno}" for st in fn.body if isinstance(st, ast.Assign)
+             and any(isinstance(t, ast.Subscript) for t in st.targets)}
+    expected = sorted(n for n, e in rows.items() if set(e.get("sets", [])) & lines)
+    cfg = Path(tmp) / "cpu.yaml"
+    cfg.write_text(yaml.safe_dump({"distributed_type": "NO", "num_processes": 1, "use_cpu": True}))
+    args = _validate_launch_command(launch_command_parser().parse_args(
+        ["--config_file", str(cfg), "--num_cpu_threads_per_process", "2", "train.py"]))[0]
+    _, env = ul.prepare_simple_launcher_cmd_env(args)
+    return {"simple_env_expected": expected, "simple_env_missing": sorted(set(expected) - set(env)),
+            "simple_env_omp": env.get("OMP_NUM_THREADS")}
 
 
 def torch_checks(data) -> dict:

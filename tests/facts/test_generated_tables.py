@@ -45,6 +45,13 @@ def test_every_listed_top_level_config_key_loads_and_flag_only_names_are_rejecte
     assert probe["flag_only_checked"] >= 10 and probe["flag_only_not_rejected"] == []
 
 
+def test_variables_the_table_says_accelerate_launch_sets_are_set(probe):
+    assert len(probe["simple_env_expected"]) >= 5 and "ACCELERATE_MIXED_PRECISION" in probe["simple_env_expected"]
+    assert probe["simple_env_missing"] == []
+    # the flag-only --num_cpu_threads_per_process reaches the children as OMP_NUM_THREADS (table link)
+    assert probe["simple_env_omp"] == "2"
+
+
 def test_nested_tables_called_free_accept_unknown_keys(probe):
     free = probe["free_tables_accepting_unknown"]
     assert len(free) >= 6 and all(free.values()), free

@@ -27,7 +27,7 @@ def test_found_flag_with_dashes_folded_and_its_links():
 
 def test_flag_only_accelerate_flag_says_no_config_key():
     rc, out, _ = run("num_cpu_threads_per_process")
-    assert rc == 0 and "flag-only" in out and "rejects" in out
+    assert rc == 0 and "flag-only" in out and "rejects" in out and "accelerate-env:OMP_NUM_THREADS" in out
     assert "accelerate-config" not in out.split("\n")[0]
 
 
