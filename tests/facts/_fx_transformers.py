@@ -62,10 +62,13 @@ def trainer_section() -> List[Dict]:
                 ch = enum_choices(typing.get_type_hints(TrainingArguments).get(f.name, f.type))
             except Exception:
                 ch = None
+        note = ""
         if f.name == "fsdp":
             ch = [o.value for o in FSDPOption]
+            note = ("choices are the FSDPOption values of the space-separated string form, which this version "
+                    "warns is deprecated; __post_init__ also takes True, with the options in fsdp_config")
         out.append(entry("trainer-args", f.name, "TrainingArguments field", type_=ann_str(f.type), default=d,
-                         choices=ch, where_=where(TA_PY, lines.get(("TrainingArguments", f.name)))))
+                         choices=ch, where_=where(TA_PY, lines.get(("TrainingArguments", f.name))), note=note))
     tree = ast.parse(TA_PY.read_text(encoding="utf-8"))
     for k, (d, line) in sorted(_fsdp_config_keys(tree).items()):
         out.append(entry("trainer-args", f"fsdp_config.{k}", "fsdp_config key (TrainingArguments)", default=d,

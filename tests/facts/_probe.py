@@ -248,6 +248,27 @@ def transformers_checks(data) -> dict:
             except ValueError:
                 bad.append(c)
     out["eval_strategy_refused"] = bad
+    # the note on fsdp_config keys: a key written with the fsdp_ prefix is accepted and stripped
+    note = rows["fsdp_config.min_num_params"].get("o", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        a = TrainingArguments(output_dir=tmp, fsdp=True, fsdp_config={"fsdp_min_num_params": 5})
+    out["fsdp_prefix_note"] = "fsdp_ prefix is accepted" in note
+    import warnings
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import logging
+        logging.disable(logging.NOTSET)  # generate_facts.build() silenced warnings in this process
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logging.getLogger("transformers").addHandler(handler)
+        try:
+            TrainingArguments(output_dir=tmp, fsdp="full_shard auto_wrap")
+        finally:
+            logging.getLogger("transformers").removeHandler(handler)
+    said = " ".join([str(w.message) for w in caught] + [r.getMessage() for r in records])
+    out["fsdp_string_deprecated"] = "deprecated" in said and "fsdp" in said
+    out["fsdp_prefix_stripped"] = a.fsdp_config.get("min_num_params") == 5 and "fsdp_min_num_params" not in a.fsdp_config
     # the 4 -> 5 diff, checked on its 5.x side (the 4.57.1 side needs the wheel; see the test's docstring)
     import _fx_transformers as fx
     new = fx.fields_from_source(fx.TA_PY.read_text(encoding="utf-8"))

@@ -86,6 +86,8 @@ def test_deepspeed_launcher_and_zero_config(probe):
 def test_trainer_defaults_and_choices(probe):
     assert probe["trainer_checked"] == 10 and probe["trainer_mismatch"] == {}
     assert probe["eval_strategy_choices"] == ["no", "steps", "epoch"] and probe["eval_strategy_refused"] == []
+    assert probe["fsdp_prefix_note"] is True and probe["fsdp_prefix_stripped"] is True
+    assert probe["fsdp_string_deprecated"] is True  # the note on the fsdp field says so
 
 
 def test_transformers_4_to_5_diff_matches_the_installed_side(probe):
