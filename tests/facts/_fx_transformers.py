@@ -68,7 +68,8 @@ def trainer_section() -> List[Dict]:
             note = ("choices are the FSDPOption values of the space-separated string form, which this version "
                     "warns is deprecated; __post_init__ also takes True, with the options in fsdp_config")
         out.append(entry("trainer-args", f.name, "TrainingArguments field", type_=ann_str(f.type), default=d,
-                         choices=ch, where_=where(TA_PY, lines.get(("TrainingArguments", f.name))), note=note))
+                         choices=ch, where_=where(TA_PY, lines.get(("TrainingArguments", f.name))), note=note,
+                         aliases=[f"TrainingArguments.{f.name}"]))
     tree = ast.parse(TA_PY.read_text(encoding="utf-8"))
     for k, (d, line) in sorted(_fsdp_config_keys(tree).items()):
         out.append(entry("trainer-args", f"fsdp_config.{k}", "fsdp_config key (TrainingArguments)", default=d,
@@ -130,7 +131,8 @@ def diff_section(wheel: str) -> List[Dict]:
         if o and not n:
             out.append(entry("transformers-4-to-5", name, "TrainingArguments field removed in 5.x",
                              default=o["default"], where_=f"transformers-4.57.1/{TA_MEMBER}:{o['line']}",
-                             old_default=o["default"]))
+                             old_default=o["default"],
+                             note="not a TrainingArguments field in 5.x: passing it there is a TypeError"))
         elif n and not o:
             out.append(entry("transformers-4-to-5", name, "TrainingArguments field added in 5.x",
                              default=n["default"], where_=where(TA_PY, n["line"]),

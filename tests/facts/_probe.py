@@ -278,6 +278,15 @@ def transformers_checks(data) -> dict:
     out["diff_new_side_wrong"] = sorted(n for n, e in diff.items() if "removed" not in e["k"]
                                         and (n not in new or new[n]["default"] != e["d"]))
     out["diff_removed_sample"] = sorted(n for n, e in diff.items() if "removed" in e["k"])[:5]
+    not_type_error = []
+    for n, e in diff.items():
+        if "removed" in e["k"]:
+            try:
+                TrainingArguments(output_dir="unused-dir", **{n: None})
+                not_type_error.append(n)
+            except TypeError:
+                pass
+    out["diff_removed_not_type_error"] = sorted(not_type_error)
     return out
 
 

@@ -94,3 +94,4 @@ def test_transformers_4_to_5_diff_matches_the_installed_side(probe):
     assert probe["diff_count"] > 20
     assert probe["diff_removed_still_present"] == [] and probe["diff_new_side_wrong"] == []
     assert probe["diff_removed_sample"], "the diff lists no removed field"
+    assert probe["diff_removed_not_type_error"] == []  # the note on removed fields says TypeError
