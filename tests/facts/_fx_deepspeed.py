@@ -2,10 +2,10 @@
 the `deepspeed` launcher flags and the environment variables deepspeed reads or sets."""
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import inspect
+import sys
 import typing
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -266,22 +266,13 @@ def _constant_pairs() -> List[Dict]:
 
 
 def launcher_section() -> List[Dict]:
-    from deepspeed.launcher import runner
-    captured = {}
-    orig = argparse.ArgumentParser.parse_args
-
-    def grab(self, args=None, namespace=None):
-        captured["p"] = self
-        return orig(self, args, namespace)
-
-    argparse.ArgumentParser.parse_args = grab
-    try:
-        runner.parse_args(["train.py"])
-    finally:
-        argparse.ArgumentParser.parse_args = orig
+    # the launcher builds its parser inside parse_args; tests/launch/_parser_tables.py captures it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+    from _parser_tables import deepspeed_parser
+    parser = deepspeed_parser()
     lines = argparse_lines(RUNNER_PY)
     out = []
-    for a in captured["p"]._actions:
+    for a in parser._actions:
         if a.dest == "help":
             continue
         opts = a.option_strings

@@ -25,6 +25,7 @@ import pytest
 import torch
 from torch import nn
 
+from _tiny_trainer_model import Tiny  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.integrations import deepspeed as hf_ds
 from transformers.trainer_utils import get_last_checkpoint
@@ -41,18 +42,6 @@ def _leave_no_global_state():
     hf_ds.unset_hf_deepspeed_config()
     os.environ.clear()
     os.environ.update(saved)
-
-
-class Tiny(nn.Module):
-    """Mean-squared error per micro-batch; no loss kwargs (the Trainer divides by the GA count)."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 1)
-
-    def forward(self, x, labels=None):
-        out = self.lin(x).squeeze(-1)
-        return {"loss": ((out - labels) ** 2).mean(), "logits": out}
 
 
 class TinyTokens(nn.Module):

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from torch import nn
 
 import transformers
 import transformers.training_args as ta
+from _tiny_trainer_model import Tiny  # noqa: E402
 from transformers import Trainer, TrainingArguments
 from transformers.integrations import deepspeed as hf_ds
 
@@ -43,20 +43,6 @@ def raised(fn) -> str:
     with pytest.raises(ValueError) as info:
         fn()
     return str(info.value)
-
-
-class Tiny(nn.Module):
-    """A 5-parameter regressor returning a dict with `loss` when labels are given (no loss kwargs)."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 1)
-
-    def forward(self, x, labels=None):
-        out = self.lin(x).squeeze(-1)
-        if labels is None:
-            return {"logits": out}
-        return {"loss": ((out - labels) ** 2).mean(), "logits": out}
 
 
 def dataset(n=8):
