@@ -1,0 +1,133 @@
+"""Claims of the ledger that were unbacked and have a cheap CPU path, each shown by a run here.
+
+- torch.load restores a tensor onto the device its location tag names unless map_location remaps
+  it (torch-distributed/references/checkpoints.md). No GPU here: the checkpoint is written with a
+  `cuda:0` tag (torch.serialization.location_tag patched for the save only), so loading it without
+  map_location tries CUDA, which this host either lacks (the error names the CUDA device) or has.
+- only DeepSpeed's plugin carries NVMe offload fields and only the DeepSpeed preparation handles
+  DummyOptim/DummyScheduler (distributed-training-backends/references/deepspeed-fsdp.md);
+- the tokenizers fork warning (failure-triage/references/reading-logs.md): a child forked after the
+  Rust thread pool ran finishes its own batch (no hang); a release whose binary still has the
+  message prints it unless TOKENIZERS_PARALLELISM is set, the installed 0.23.3 prints nothing.
+
+One process each, no launcher; a few seconds in all.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+def _saved_with_tag(tag: str) -> bytes:
+    import torch
+    import torch.serialization as ser
+
+    buf = io.BytesIO()
+    real = ser.location_tag
+    ser.location_tag = lambda storage: tag
+    try:
+        torch.save({"w": torch.arange(4.0)}, buf)
+    finally:
+        ser.location_tag = real
+    return buf.getvalue()
+
+
+def test_torch_load_without_map_location_restores_onto_the_saved_cuda_device():
+    import torch
+
+    blob = _saved_with_tag("cuda:0")
+    seen = []
+
+    def record(storage, location):
+        seen.append(location)
+        return storage
+
+    # the tag travels with the checkpoint: a callable map_location receives it per storage
+    torch.load(io.BytesIO(blob), map_location=record, weights_only=True)
+    assert seen == ["cuda:0"]
+    # map_location="cpu" (or a {"cuda:0": ...} remap) lands it where asked, whatever the tag
+    assert torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)["w"].device.type == "cpu"
+    remapped = torch.load(io.BytesIO(blob), map_location={"cuda:0": "cpu"}, weights_only=True)
+    assert remapped["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    # no map_location: restored onto the tagged device itself
+    if torch.cuda.is_available():
+        got = torch.load(io.BytesIO(blob), weights_only=True)["w"]
+        assert got.device == torch.device("cuda", 0)
+    else:
+        with pytest.raises(RuntimeError, match="Attempting to deserialize object on a CUDA device"):
+            torch.load(io.BytesIO(blob), weights_only=True)
+    # a CPU tag under the same call loads to CPU (the default only follows the tag)
+    assert torch.load(io.BytesIO(_saved_with_tag("cpu")), weights_only=True)["w"].device.type == "cpu"
+
+
+def test_only_the_deepspeed_plugin_has_nvme_offload_and_dummy_optim_handling():
+    import accelerate.accelerator as acc_mod
+    from accelerate.utils import dataclasses as plugins
+
+    def nvme_fields(cls):
+        return {f.name for f in dataclasses.fields(cls) if "nvme" in f.name}
+
+    assert nvme_fields(plugins.DeepSpeedPlugin) == {"offload_optimizer_nvme_path", "offload_param_nvme_path"}
+    others = [c for c in vars(plugins).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+              and c is not plugins.DeepSpeedPlugin]
+    assert plugins.FullyShardedDataParallelPlugin in others and len(others) > 10
+    assert [c.__name__ for c in others if nvme_fields(c)] == []
+    # every DummyOptim / DummyScheduler use in Accelerator sits in its DeepSpeed preparation
+    tree = ast.parse(Path(acc_mod.__file__).read_text(encoding="utf-8"))
+    owners = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Name) and node.id in {"DummyOptim", "DummyScheduler"}:
+                    owners.add(fn.name)
+    assert owners == {"_prepare_deepspeed"}, owners
+
+
+FORK_CHILD = textwrap.dedent("""
+    import os, sys
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    tok = Tokenizer(WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.encode_batch(["a b"] * 64)                  # the batch call runs on the Rust thread pool
+    pid = os.fork()
+    if pid == 0:
+        ids = tok.encode_batch(["b a"] * 8)[0].ids  # the forked child (a DataLoader worker) uses it
+        sys.stdout.write("child ids %s\\n" % ids); sys.stdout.flush()
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    print("child exit", os.waitstatus_to_exitcode(status))
+""")
+
+
+@pytest.mark.parametrize("parallelism", [None, "false"])
+def test_tokenizers_fork_warning_is_printed_and_the_child_finishes(parallelism, tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"}
+    if parallelism is not None:
+        env["TOKENIZERS_PARALLELISM"] = parallelism
+    env["RAYON_NUM_THREADS"] = "2"                  # a real pool even on a 1-core host
+    proc = subprocess.run([sys.executable, "-c", FORK_CHILD], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "child ids [2, 1]" in proc.stdout and "child exit 0" in proc.stdout, proc.stdout
+    # the message is a println! of the Rust fork callback (stdout); tokenizers 0.23.3 no longer has it
+    # at all: the callback only turns parallelism off. Which release this is decides what to expect.
+    import tokenizers
+
+    message = b"The current process just got forked, after parallelism has already been used"
+    binary = next(Path(tokenizers.__file__).parent.glob("tokenizers*.so")).read_bytes()
+    warned = message.decode() in proc.stdout + proc.stderr
+    if message in binary:
+        assert warned is (parallelism is None), (proc.stdout, proc.stderr)
+    else:
+        assert not warned and tokenizers.__version__ >= "0.23", tokenizers.__version__
