@@ -131,3 +131,23 @@ def test_tokenizers_fork_warning_is_printed_and_the_child_finishes(parallelism, 
         assert warned is (parallelism is None), (proc.stdout, proc.stderr)
     else:
         assert not warned and tokenizers.__version__ >= "0.23", tokenizers.__version__
+
+
+OOM_CHILD = textwrap.dedent("""
+    import sys, torch, torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+    # the CUDA allocator's text cannot be produced without a GPU: the exception type is real, the message is
+    # a copy of its shape; what is shown is the prefix torch adds to an uncaught exception after init
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.25 GiB")
+""")
+
+
+def test_uncaught_oom_after_init_process_group_is_prefixed_with_the_rank(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", OOM_CHILD, str(tmp_path / "store")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines[0] == "[rank0]: Traceback (most recent call last):", proc.stderr
+    assert ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+            "capacity of 79.25 GiB") in lines, proc.stderr
+    assert all(ln.startswith("[rank0]:") for ln in lines), proc.stderr
