@@ -15,6 +15,7 @@ One process each, no launcher; a few seconds in all.
 from __future__ import annotations
 
 import ast
+import re
 import dataclasses
 import io
 import subprocess
@@ -151,3 +152,62 @@ def test_uncaught_oom_after_init_process_group_is_prefixed_with_the_rank(tmp_pat
     assert ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
             "capacity of 79.25 GiB") in lines, proc.stderr
     assert all(ln.startswith("[rank0]:") for ln in lines), proc.stderr
+
+
+def test_missing_keys_of_a_load_are_newly_initialized_head_or_backbone(tmp_path, capfd):
+    """transformers 5.25.0: keys missing from the checkpoint are listed as MISSING rows of the load report
+    and get fresh values; a new task head is the expected case, a backbone key means random weights."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+    cfg = BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=16)
+    torch.manual_seed(0)
+    base = BertModel(cfg)
+    with torch.no_grad():
+        for p in base.parameters():
+            p.fill_(0.5)                           # a value no initializer produces
+    base.save_pretrained(tmp_path / "full")
+    head, info = BertForSequenceClassification.from_pretrained(tmp_path / "full", output_loading_info=True)
+    assert info["missing_keys"] == {"classifier.weight", "classifier.bias"} and not info["unexpected_keys"]
+    assert torch.all(head.bert.encoder.layer[0].output.dense.weight == 0.5)
+    assert not torch.all(head.classifier.weight == 0.5)
+    report = capfd.readouterr().err
+    assert re.search(r"classifier\.weight\s*\|\s*MISSING", report) and "newly initialized" in report, report
+    # a backbone weight absent from the checkpoint: listed the same way, and random
+    (tmp_path / "cut").mkdir()
+    for f in (tmp_path / "full").iterdir():
+        (tmp_path / "cut" / f.name).write_bytes(f.read_bytes())
+    weights = load_file(tmp_path / "full" / "model.safetensors")
+    key = next(k for k in weights if k.endswith("layer.0.output.dense.weight"))
+    del weights[key]
+    save_file(weights, tmp_path / "cut" / "model.safetensors", metadata={"format": "pt"})
+    cut, info = BertModel.from_pretrained(tmp_path / "cut", output_loading_info=True)
+    assert info["missing_keys"] == {key}
+    assert not torch.all(cut.encoder.layer[0].output.dense.weight == 0.5)
+    assert torch.all(cut.encoder.layer[0].output.dense.bias == 0.5)
+    assert re.search(re.escape(key) + r"\s*\|\s*MISSING", capfd.readouterr().err)
+
+
+def test_zero3_refuses_a_device_map_and_low_cpu_mem_usage_is_dropped(tmp_path):
+    """transformers 5.25.0: with a ZeRO-3 HfDeepSpeedConfig alive, from_pretrained(device_map=...) raises;
+    low_cpu_mem_usage is popped from the kwargs unused (the <4.47 message about it is gone)."""
+    import torch
+    from transformers import BertConfig, BertModel
+    from transformers.integrations import HfDeepSpeedConfig, is_deepspeed_zero3_enabled
+
+    cfg = BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=16)
+    BertModel(cfg).save_pretrained(tmp_path)
+    loaded = BertModel.from_pretrained(tmp_path, low_cpu_mem_usage=True)     # accepted, no effect
+    assert isinstance(loaded, BertModel)
+    ds = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1})
+    try:
+        assert is_deepspeed_zero3_enabled()
+        with pytest.raises(ValueError, match="DeepSpeed Zero-3 is not compatible with passing a `device_map`."):
+            BertModel.from_pretrained(tmp_path, device_map="cpu", low_cpu_mem_usage=True)
+    finally:
+        del ds                                   # the module keeps only a weak reference
+    assert not is_deepspeed_zero3_enabled()
+    assert torch.is_tensor(loaded.embeddings.word_embeddings.weight)
