@@ -211,3 +211,24 @@ def test_zero3_refuses_a_device_map_and_low_cpu_mem_usage_is_dropped(tmp_path):
         del ds                                   # the module keeps only a weak reference
     assert not is_deepspeed_zero3_enabled()
     assert torch.is_tensor(loaded.embeddings.word_embeddings.weight)
+
+
+def test_a_node_whose_master_address_is_its_own_loopback_waits_for_the_store_timeout():
+    """multi-node.md / containers-and-networking.md: on a node other than rank 0, `localhost` is that node
+    itself, where no store listens. Here: a client of a free loopback port keeps retrying until its timeout
+    instead of failing at once (what such a node does; two hosts are not run)."""
+    import datetime
+    import socket
+    import time
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]                   # closed again: nothing listens there
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as info:       # noqa: PT011 - the type differs across torch releases
+        dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=2))
+    waited = time.monotonic() - t0
+    assert waited >= 1.5, waited
+    assert re.search(r"time(d)? ?out", str(info.value), re.I), str(info.value)
