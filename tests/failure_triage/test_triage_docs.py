@@ -42,6 +42,8 @@ TRANSFORMERS_NAMES = {
     "prediction_step": ("trainer_seq2seq.py", "def prediction_step("),
     "_prepare_for_training": ("trainer.py", "def _prepare_for_training("),
     "trainer_seq2seq": ("trainer_seq2seq.py", "class Seq2SeqTrainer(Trainer)"),
+    "deepspeed_optim_sched": ("integrations/deepspeed.py", "def deepspeed_optim_sched("),
+    "MISSING": ("utils/loading_report.py", 'status = _style("MISSING", "red")'),   # the 5.x load report row
 }
 TRANSFORMERS_ROOT = Path(importlib.util.find_spec("transformers").origin).parent
 
@@ -56,6 +58,11 @@ OTHER_SOURCE_NAMES = {
     # (deepspeed/ops/op_builder/*.py); DS_BUILD_OPS is read by DeepSpeed's setup.py (repository, not installed)
     "DS_BUILD_": "deepspeed/ops/op_builder/*.py BUILD_VAR prefix",
     "DS_BUILD_OPS": "DeepSpeed setup.py (repository)",
+    # read by the DALLE-pytorch scripts at 58c1e1a from torchvision (not installed)
+    "make_grid": "torchvision utils.py, called by DALLE-pytorch train_vae.py line 262",
+    "find_classes": "torchvision datasets/folder.py, reached from DALLE-pytorch train_vae.py ImageFolder",
+    # transformers 4.x only (v4.57.1 source, not installed; 5.25.0 has no such field)
+    "--adafactor": "transformers v4.57.1 src/transformers/training_args.py (TrainingArguments.adafactor)",
 }
 # Flight-recorder names that live in torch's C++ sources, not in its Python files, with where they
 # were read (pytorch/pytorch torch/csrc/distributed/c10d/). "cpu": the 2.13.0 CPU library contains

@@ -41,6 +41,38 @@ def wait_for(path, seconds=60):
         time.sleep(0.05)
 
 
+def tcp_sockets_of_this_process():
+    """{'listen': [port], 'established': [[local_ip, local_port, remote_port]]}: this process's TCP
+    sockets (IPv4 and IPv6), read from /proc (socket inodes of /proc/self/fd matched in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = {"listen": [], "established": []}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        with open(table) as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+                if inode not in inodes:
+                    continue
+                lhex, lport = local.split(":")
+                ip = (".".join(str(int(lhex[i:i + 2], 16)) for i in (6, 4, 2, 0)) if len(lhex) == 8
+                      else ("127.0.0.1" if lhex.endswith("0100007F") else lhex))
+                if state == "0A":
+                    out["listen"].append(int(lport, 16))
+                elif state == "01":
+                    out["established"].append([ip, int(lport, 16), int(remote.split(":")[1], 16)])
+    return out
+
+
 # --------------------------------------------------------------------------- collectives (3 ranks)
 
 def job_collectives(rank, world, r, tmp):
@@ -51,6 +83,8 @@ def job_collectives(rank, world, r, tmp):
     t = torch.tensor([float(rank)]); dist.all_reduce(t, op=dist.ReduceOp.AVG); r["all_reduce_avg"] = t.item()
     t = torch.tensor([1.0]); work = dist.all_reduce(t, async_op=True); r["async_before_wait_type"] = type(work).__name__
     work.wait(); r["async_after_wait"] = t.item()
+    # gloo's own connections (the store is a file, so every TCP socket here is gloo's): containers-and-networking.md
+    dist.barrier(); r["tcp_sockets"] = tcp_sockets_of_this_process(); dist.barrier()
     objs = [None] * world; dist.all_gather_object(objs, {"rank": rank, "pad": "x" * rank}); r["all_gather_object"] = objs
     lst = [{"lr": 0.1, "from": rank}] if rank == 0 else [None]; dist.broadcast_object_list(lst, src=0)
     r["broadcast_object_list"] = lst

@@ -107,6 +107,20 @@ def test_b08_backend_strings_and_default_op(trio):
         assert j["async_before_wait_type"] == "Work" and j["async_after_wait"] == 3.0
 
 
+def test_b08b_gloo_connects_every_pair_of_ranks_on_ephemeral_ports(trio):
+    """containers-and-networking.md 'Other ports': the rendezvous here is a FileStore (no TCP), yet every
+    pair of ranks has its own TCP connection to a kernel-chosen listening port of one of the two."""
+    socks = [trio.rank(r, "trio")["tcp_sockets"] for r in range(3)]
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low, high = map(int, f.read().split())
+    for s in socks:
+        assert s["listen"] and all(low <= p <= high for p in s["listen"]), (s, low, high)
+    for r in range(3):
+        for q in range(r + 1, 3):
+            assert (any(c[2] in socks[q]["listen"] for c in socks[r]["established"])
+                    or any(c[2] in socks[r]["listen"] for c in socks[q]["established"])), (r, q, socks)
+
+
 def test_b09_object_collectives(trio):
     j = [trio.rank(r, "trio") for r in range(3)]
     for r in range(3):
