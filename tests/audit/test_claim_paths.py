@@ -154,7 +154,27 @@ def test_uncaught_oom_after_init_process_group_is_prefixed_with_the_rank(tmp_pat
     assert all(ln.startswith("[rank0]:") for ln in lines), proc.stderr
 
 
-def test_missing_keys_of_a_load_are_newly_initialized_head_or_backbone(tmp_path, capfd):
+@pytest.fixture
+def transformers_log():
+    """What transformers' loggers write during the test, whatever stream their handler was bound to at
+    import (another test's capture, under xdist); the library root logger does not propagate to root."""
+    import io
+    import logging
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    lib = logging.getLogger("transformers")
+    old_level = lib.level
+    lib.addHandler(handler)
+    lib.setLevel(logging.WARNING)
+    try:
+        yield buf
+    finally:
+        lib.removeHandler(handler)
+        lib.setLevel(old_level)
+
+
+def test_missing_keys_of_a_load_are_newly_initialized_head_or_backbone(tmp_path, transformers_log):
     """transformers 5.25.0: keys missing from the checkpoint are listed as MISSING rows of the load report
     and get fresh values; a new task head is the expected case, a backbone key means random weights."""
     import torch
@@ -173,7 +193,7 @@ def test_missing_keys_of_a_load_are_newly_initialized_head_or_backbone(tmp_path,
     assert info["missing_keys"] == {"classifier.weight", "classifier.bias"} and not info["unexpected_keys"]
     assert torch.all(head.bert.encoder.layer[0].output.dense.weight == 0.5)
     assert not torch.all(head.classifier.weight == 0.5)
-    report = capfd.readouterr().err
+    report = transformers_log.getvalue()
     assert re.search(r"classifier\.weight\s*\|\s*MISSING", report) and "newly initialized" in report, report
     # a backbone weight absent from the checkpoint: listed the same way, and random
     (tmp_path / "cut").mkdir()
@@ -187,7 +207,7 @@ def test_missing_keys_of_a_load_are_newly_initialized_head_or_backbone(tmp_path,
     assert info["missing_keys"] == {key}
     assert not torch.all(cut.encoder.layer[0].output.dense.weight == 0.5)
     assert torch.all(cut.encoder.layer[0].output.dense.bias == 0.5)
-    assert re.search(re.escape(key) + r"\s*\|\s*MISSING", capfd.readouterr().err)
+    assert re.search(re.escape(key) + r"\s*\|\s*MISSING", transformers_log.getvalue()[len(report):])
 
 
 def test_zero3_refuses_a_device_map_and_low_cpu_mem_usage_is_dropped(tmp_path):
