@@ -407,3 +407,50 @@ def test_deepspeed_train_discards_the_optimizers_argument(trainer, monkeypatch):
                 assert sched.lr_scheduler_callable is not None  # HF scheduler built inside initialize
     finally:
         trainer.optimizer, trainer.lr_scheduler = saved
+
+
+# ------------------------------------------------------------------ set-5 fixes (s5-tl-05)
+
+def test_zero3_init_flag_does_not_turn_off_transformers_zero_init(monkeypatch):
+    """s5-tl-05: in accelerate 1.15.0 set_deepspeed_weakref registers a stage-3 HfDeepSpeedConfig
+    whatever zero3_init_flag is, so zero3_init_context_manager(enable=False) leaves
+    is_deepspeed_zero3_enabled() true and from_pretrained still builds under deepspeed.zero.Init.
+    What does turn it off: no selected plugin yet, or unset_hf_deepspeed_config() around the load
+    (restored with set_hf_deepspeed_config(plugin.dschf)). deepspeed is replaced by a recorder so
+    transformers' own get_init_context decides without a process group."""
+    import sys
+    import types
+    from accelerate.utils import DeepSpeedPlugin
+    from transformers import LlamaForCausalLM
+    inits = []
+
+    class RecordingInit:
+        def __init__(self, **kwargs):
+            inits.append(kwargs)
+
+    fake = types.ModuleType("deepspeed")
+    fake.zero = types.SimpleNamespace(Init=RecordingInit)
+    monkeypatch.setitem(sys.modules, "deepspeed", fake)
+
+    def builds_under_zero_init() -> bool:
+        before = len(inits)
+        LlamaForCausalLM.get_init_context(torch.float32, False, False, None)
+        return len(inits) > before
+
+    try:
+        off = DeepSpeedPlugin(zero_stage=3, zero3_init_flag=False)
+        assert hf_ds.is_deepspeed_zero3_enabled() is False  # constructing a plugin registers nothing
+        off.set_deepspeed_weakref()  # what DeepSpeedPlugin.select (Accelerator(...)) runs
+        assert off.zero3_init_flag is False and hf_ds.is_deepspeed_zero3_enabled() is True
+        assert builds_under_zero_init()
+        on = DeepSpeedPlugin(zero_stage=3)
+        on.set_deepspeed_weakref()
+        with on.zero3_init_context_manager(enable=False):
+            assert on.zero3_init_flag is False
+            assert hf_ds.is_deepspeed_zero3_enabled() is True and builds_under_zero_init()
+        hf_ds.unset_hf_deepspeed_config()
+        assert hf_ds.is_deepspeed_zero3_enabled() is False and not builds_under_zero_init()
+        hf_ds.set_hf_deepspeed_config(on.dschf)
+        assert hf_ds.is_deepspeed_zero3_enabled() is True
+    finally:
+        hf_ds.unset_hf_deepspeed_config()
