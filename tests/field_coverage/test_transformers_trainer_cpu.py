@@ -454,3 +454,44 @@ def test_zero3_init_flag_does_not_turn_off_transformers_zero_init(monkeypatch):
         assert hf_ds.is_deepspeed_zero3_enabled() is True
     finally:
         hf_ds.unset_hf_deepspeed_config()
+
+
+# ------------------------------------------------------------------ set-5 fixes (s5-tr-05)
+
+def test_trainer_builds_parallelism_config_from_model_tp_size(out_dir):
+    """s5-tr-05: Trainer._build_accelerator_args (what create_accelerator_and_postprocess hands to
+    Accelerator) reads model.tp_size and config.distributed_config.dp_size: with no
+    parallelism_config it builds ParallelismConfig(tp_size, dp_shard_size); a passed one gets both
+    fields overwritten. A stand-in for the TP-loaded model (tp_size 2, dp_size 1): no mesh needed."""
+    from types import SimpleNamespace
+    from accelerate import ParallelismConfig
+    tp_model = SimpleNamespace(tp_size=2, config=SimpleNamespace(distributed_config=SimpleNamespace(dp_size=1)))
+    built = Trainer._build_accelerator_args(SimpleNamespace(args=TrainingArguments(out_dir, use_cpu=True), model=tp_model))
+    pc = built["parallelism_config"]
+    assert isinstance(pc, ParallelismConfig) and (pc.tp_size, pc.dp_shard_size) == (2, 1)
+    mine = ParallelismConfig(tp_size=4, dp_shard_size=2)
+    args = TrainingArguments(out_dir, use_cpu=True, parallelism_config=mine)
+    built = Trainer._build_accelerator_args(SimpleNamespace(args=args, model=tp_model))
+    assert built["parallelism_config"] is mine and (mine.tp_size, mine.dp_shard_size) == (2, 1)
+    plain = Trainer._build_accelerator_args(SimpleNamespace(args=TrainingArguments(out_dir, use_cpu=True), model=Tiny()))
+    assert "parallelism_config" not in plain  # a model not sharded at load: nothing built
+
+
+def test_device_map_auto_under_torchrun_is_no_tensor_parallelism(tmp_path, monkeypatch):
+    """s5-acb-03: in transformers 5.25 from_pretrained(device_map="auto") with WORLD_SIZE set (a
+    torchrun launch) only logs an info line; TP needs distributed_config / tp_plan / tp_size, so the
+    weights stay plain tensors (no DTensor) and model.tp_size stays None (older releases turned TP
+    on here). Tiny Llama saved locally; CPU, so "auto" places everything on cpu."""
+    import transformers.modeling_utils as mu
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from torch.distributed.tensor import DTensor
+    cfg = LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "tiny")
+    said = []
+    monkeypatch.setattr(mu.logger, "info", lambda msg, *a, **k: said.append(str(msg)))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    model = LlamaForCausalLM.from_pretrained(tmp_path / "tiny", device_map="auto")
+    assert any("device_map=`auto` while triggering a distributed run with torchrun" in m for m in said)
+    assert model.tp_size is None and getattr(model.config, "distributed_config", None) is None
+    assert not any(isinstance(p, DTensor) for p in model.parameters())
