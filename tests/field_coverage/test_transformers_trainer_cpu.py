@@ -489,6 +489,7 @@ def test_device_map_auto_under_torchrun_is_no_tensor_parallelism(tmp_path, monke
                       num_attention_heads=2, num_key_value_heads=2)
     LlamaForCausalLM(cfg).save_pretrained(tmp_path / "tiny")
     said = []
+    monkeypatch.setattr(hf_ds, "_hf_deepspeed_config_weak_ref", None)  # no ZeRO-3 left by another test
     monkeypatch.setattr(mu.logger, "info", lambda msg, *a, **k: said.append(str(msg)))
     monkeypatch.setenv("WORLD_SIZE", "2")
     model = LlamaForCausalLM.from_pretrained(tmp_path / "tiny", device_map="auto")
