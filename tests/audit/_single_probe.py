@@ -370,6 +370,16 @@ def _():
             "logging_dir_default": ProjectConfiguration(project_dir="p").logging_dir}
 
 
+@case("total_limit_without_naming")
+def _():
+    """s5-ck-01: total_limit=1 with automatic_checkpoint_naming off: explicit folders, none pruned."""
+    acc = Accelerator(project_config=ProjectConfiguration(project_dir=str(WORK / "proj2"), total_limit=1))
+    acc.prepare(nn.Linear(2, 2))
+    for name in ("a", "b", "c"):
+        acc.save_state(str(WORK / "explicit" / name))
+    return {"folders": sorted(p.name for p in (WORK / "explicit").iterdir())}
+
+
 # ------------------------------------------------------------------ trackers
 @case("tracker_dir")
 def _():

@@ -472,3 +472,19 @@ def test_rank_helpers():
         assert acc.torch_device_mesh is None
     finally:
         AcceleratorState._reset_state(True)
+
+
+def test_init_process_group_kwargs_drop_values_equal_to_the_class_default():
+    """s5-fd-01: to_kwargs() keeps only fields that differ from InitProcessGroupKwargs(), whose
+    backend is "nccl" and whose timeout is 600 s for nccl and 1800 s otherwise; what it returns is
+    what PartialState passes to init_process_group. torch's gloo default is 30 min."""
+    from datetime import timedelta
+    from accelerate.utils import InitProcessGroupKwargs as K
+    from torch.distributed.constants import default_pg_timeout
+    s = timedelta(seconds=1)
+    assert (K().backend, K().timeout, K(backend="gloo").timeout) == ("nccl", 600 * s, 1800 * s)
+    assert K(timeout=1800 * s).to_kwargs() == {"timeout": 1800 * s}
+    assert K(timeout=600 * s).to_kwargs() == {}
+    assert K(backend="gloo", timeout=600 * s).to_kwargs() == {"backend": "gloo"}
+    assert K(backend="gloo").to_kwargs() == {"backend": "gloo", "timeout": 1800 * s}
+    assert default_pg_timeout == 1800 * s

@@ -309,6 +309,11 @@ def test_custom_objects_and_automatic_naming(single):
     assert n["logging_dir_default"] == "p"
 
 
+def test_total_limit_needs_automatic_naming(single):
+    """s5-ck-01: without automatic_checkpoint_naming, total_limit prunes nothing."""
+    assert single["total_limit_without_naming"]["folders"] == ["a", "b", "c"]
+
+
 # ======================================================================== trackers
 def test_tracker_needing_a_directory(single):
     t = single["tracker_dir"]

@@ -176,6 +176,16 @@ except ValueError as e:
     OUT["get_state_dict_error"] = str(e)
 full = acc.get_state_dict(eng_on)
 OUT["get_state_dict_flag_on"] = every_rank(shapes(full) if full else full)
+# save_model on EVERY rank (s5-fd-11): the gather is collective; rank 0 gets the dict and writes,
+# the others get None and accelerate 1.15.0 returns before touching it (no AttributeError)
+try:
+    acc.save_model(eng_on, os.path.join(tmp, "export"))
+    err = None
+except Exception as e:  # what older accelerate raised on the None dict
+    err = f"{type(e).__name__}: {e}"
+OUT["save_model_every_rank_errors"] = every_rank(err)
+dist.barrier()
+OUT["save_model_files"] = sorted(os.listdir(os.path.join(tmp, "export")))
 
 # frozen parameters under non-reentrant activation checkpointing (the LoRA case): the recompute in
 # backward must see them whole; deepspeed 0.19.8 keeps them gathered through it

@@ -407,3 +407,92 @@ def test_deepspeed_train_discards_the_optimizers_argument(trainer, monkeypatch):
                 assert sched.lr_scheduler_callable is not None  # HF scheduler built inside initialize
     finally:
         trainer.optimizer, trainer.lr_scheduler = saved
+
+
+# ------------------------------------------------------------------ set-5 fixes (s5-tl-05)
+
+def test_zero3_init_flag_does_not_turn_off_transformers_zero_init(monkeypatch):
+    """s5-tl-05: in accelerate 1.15.0 set_deepspeed_weakref registers a stage-3 HfDeepSpeedConfig
+    whatever zero3_init_flag is, so zero3_init_context_manager(enable=False) leaves
+    is_deepspeed_zero3_enabled() true and from_pretrained still builds under deepspeed.zero.Init.
+    What does turn it off: no selected plugin yet, or unset_hf_deepspeed_config() around the load
+    (restored with set_hf_deepspeed_config(plugin.dschf)). deepspeed is replaced by a recorder so
+    transformers' own get_init_context decides without a process group."""
+    import sys
+    import types
+    from accelerate.utils import DeepSpeedPlugin
+    from transformers import LlamaForCausalLM
+    inits = []
+
+    class RecordingInit:
+        def __init__(self, **kwargs):
+            inits.append(kwargs)
+
+    fake = types.ModuleType("deepspeed")
+    fake.zero = types.SimpleNamespace(Init=RecordingInit)
+    monkeypatch.setitem(sys.modules, "deepspeed", fake)
+
+    def builds_under_zero_init() -> bool:
+        before = len(inits)
+        LlamaForCausalLM.get_init_context(torch.float32, False, False, None)
+        return len(inits) > before
+
+    try:
+        off = DeepSpeedPlugin(zero_stage=3, zero3_init_flag=False)
+        assert hf_ds.is_deepspeed_zero3_enabled() is False  # constructing a plugin registers nothing
+        off.set_deepspeed_weakref()  # what DeepSpeedPlugin.select (Accelerator(...)) runs
+        assert off.zero3_init_flag is False and hf_ds.is_deepspeed_zero3_enabled() is True
+        assert builds_under_zero_init()
+        on = DeepSpeedPlugin(zero_stage=3)
+        on.set_deepspeed_weakref()
+        with on.zero3_init_context_manager(enable=False):
+            assert on.zero3_init_flag is False
+            assert hf_ds.is_deepspeed_zero3_enabled() is True and builds_under_zero_init()
+        hf_ds.unset_hf_deepspeed_config()
+        assert hf_ds.is_deepspeed_zero3_enabled() is False and not builds_under_zero_init()
+        hf_ds.set_hf_deepspeed_config(on.dschf)
+        assert hf_ds.is_deepspeed_zero3_enabled() is True
+    finally:
+        hf_ds.unset_hf_deepspeed_config()
+
+
+# ------------------------------------------------------------------ set-5 fixes (s5-tr-05)
+
+def test_trainer_builds_parallelism_config_from_model_tp_size(out_dir):
+    """s5-tr-05: Trainer._build_accelerator_args (what create_accelerator_and_postprocess hands to
+    Accelerator) reads model.tp_size and config.distributed_config.dp_size: with no
+    parallelism_config it builds ParallelismConfig(tp_size, dp_shard_size); a passed one gets both
+    fields overwritten. A stand-in for the TP-loaded model (tp_size 2, dp_size 1): no mesh needed."""
+    from types import SimpleNamespace
+    from accelerate import ParallelismConfig
+    tp_model = SimpleNamespace(tp_size=2, config=SimpleNamespace(distributed_config=SimpleNamespace(dp_size=1)))
+    built = Trainer._build_accelerator_args(SimpleNamespace(args=TrainingArguments(out_dir, use_cpu=True), model=tp_model))
+    pc = built["parallelism_config"]
+    assert isinstance(pc, ParallelismConfig) and (pc.tp_size, pc.dp_shard_size) == (2, 1)
+    mine = ParallelismConfig(tp_size=4, dp_shard_size=2)
+    args = TrainingArguments(out_dir, use_cpu=True, parallelism_config=mine)
+    built = Trainer._build_accelerator_args(SimpleNamespace(args=args, model=tp_model))
+    assert built["parallelism_config"] is mine and (mine.tp_size, mine.dp_shard_size) == (2, 1)
+    plain = Trainer._build_accelerator_args(SimpleNamespace(args=TrainingArguments(out_dir, use_cpu=True), model=Tiny()))
+    assert "parallelism_config" not in plain  # a model not sharded at load: nothing built
+
+
+def test_device_map_auto_under_torchrun_is_no_tensor_parallelism(tmp_path, monkeypatch):
+    """s5-acb-03: in transformers 5.25 from_pretrained(device_map="auto") with WORLD_SIZE set (a
+    torchrun launch) only logs an info line; TP needs distributed_config / tp_plan / tp_size, so the
+    weights stay plain tensors (no DTensor) and model.tp_size stays None (older releases turned TP
+    on here). Tiny Llama saved locally; CPU, so "auto" places everything on cpu."""
+    import transformers.modeling_utils as mu
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from torch.distributed.tensor import DTensor
+    cfg = LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "tiny")
+    said = []
+    monkeypatch.setattr(hf_ds, "_hf_deepspeed_config_weak_ref", None)  # no ZeRO-3 left by another test
+    monkeypatch.setattr(mu.logger, "info", lambda msg, *a, **k: said.append(str(msg)))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    model = LlamaForCausalLM.from_pretrained(tmp_path / "tiny", device_map="auto")
+    assert any("device_map=`auto` while triggering a distributed run with torchrun" in m for m in said)
+    assert model.tp_size is None and getattr(model.config, "distributed_config", None) is None
+    assert not any(isinstance(p, DTensor) for p in model.parameters())

@@ -96,6 +96,13 @@ def test_accelerate_get_state_dict(obs):
     assert rank0["0.weight"] == [4, 5] and not rank1  # full on rank 0 only
 
 
+def test_save_model_on_every_rank_writes_once_without_error(obs):
+    """s5-fd-11: save_model called on both ranks under ZeRO-3: no rank raises (rank 1's None
+    state dict returns early in accelerate 1.15.0) and rank 0 wrote the one safetensors file."""
+    assert obs["save_model_every_rank_errors"] == [None, None]
+    assert obs["save_model_files"] == ["model.safetensors"]
+
+
 def test_accelerate_rejects_two_models_in_one_prepare(obs):
     assert "You can't use same `Accelerator()` instance with multiple models when using DeepSpeed" in obs["two_models_error"]
 

@@ -186,3 +186,16 @@ def test_paths_resolve_against_the_launch_directory(tmp_path):
     rc, out, err = run(["--cwd", str(run_dir), "--launch-command",
                         "accelerate launch --config_file c.yaml --deepspeed_config_file ds.json train.py"], tmp_path)
     assert rc == 1 and "<launch-command>:1:40: error input-related-file-unreadable" in out, out + err
+
+
+def test_parse_errors_match_argparse_order(tmp_path):
+    """s5-acl-01: like accelerate's argparse (tests/audit/test_launch_argv.py), a missing SCRIPT is
+    reported before an unknown flag, and a flag after SCRIPT belongs to the script."""
+    def parse_error(command):
+        r = check_command(command, env={}, cwd=str(tmp_path))
+        return [f.message for f in r.findings if f.rule == "launch-parse-error"]
+    assert parse_error("accelerate launch --config_file /x/train.py --config-path") == [
+        "accelerate: the following arguments are required: training_script, training_script_args"]
+    assert parse_error("accelerate launch --config-path x.yaml train.py") == [
+        "accelerate: unrecognized arguments: --config-path"]
+    assert parse_error("accelerate launch train.py --config-path x.yaml --num_processes 3") == []

@@ -241,6 +241,9 @@ def parse(launcher: str, words: Sequence[Word], env: Optional[Dict[str, str]] = 
             res.error, res.error_word = msg, w
         return res
 
+    # argparse collects unknown option words (they take no value) and reports them only after the
+    # required-positional check, so a missing SCRIPT wins over them (set-5 s5-acl-01)
+    unknown: List[Word] = []
     i = 0
     while i < len(words):
         w = words[i]
@@ -280,7 +283,9 @@ def parse(launcher: str, words: Sequence[Word], env: Optional[Dict[str, str]] = 
                 action = by_opt[name]
                 explicit = t[2:]
         if action is None:
-            return fail(f"unrecognized arguments: {t}", w)
+            unknown.append(w)
+            i += 1
+            continue
         canonical = action.options[0]
         if action.kind == "help":
             return fail("--help prints the usage and exits (nothing is launched)", w)
@@ -331,8 +336,10 @@ def parse(launcher: str, words: Sequence[Word], env: Optional[Dict[str, str]] = 
         if name not in action.options:
             res.abbreviations.append(g)
     if res.script is None and res.error is None:
-        need = positionals[0].dest if positionals else "script"
+        need = ", ".join(p.dest for p in positionals) if positionals else "script"
         return fail(f"the following arguments are required: {need}", None)
+    if unknown:
+        fail("unrecognized arguments: " + " ".join(u.text for u in unknown), unknown[0])
     if positionals:
         res.values[positionals[0].dest] = res.script.text if res.script else None
         if len(positionals) > 1:
