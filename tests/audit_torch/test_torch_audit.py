@@ -393,3 +393,33 @@ def test_sigterm_to_torchrun_reaches_every_worker_and_ends_the_job_without_resta
     assert re.search(r"Sending process \d+ closing signal SIGTERM", err)
     assert re.search(r"SignalException: Process \d+ got signal: (15|Signals\.SIGTERM)", err)
     assert proc.returncode == 1
+
+
+def test_nproc_per_node_strings_resolve_per_device(monkeypatch):
+    """set-5 s5-td-06: `cpu` (and `auto` without an accelerator) count the affinity mask, not
+    os.cpu_count(); `gpu` without CUDA raises; `auto` with an accelerator counts its devices;
+    the default is the string '1'."""
+    import os
+
+    from torch.distributed import run as trun
+
+    assert trun.get_args_parser().parse_args(["x.py"]).nproc_per_node == "1"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    assert trun.determine_local_world_size("cpu") == 3
+    assert trun.determine_local_world_size("auto") == 3
+    assert trun.determine_local_world_size("7") == 7
+    with pytest.raises(ValueError, match="Cuda is not available"):
+        trun.determine_local_world_size("gpu")
+    with pytest.raises(ValueError, match="Unsupported nproc_per_node value: gpus"):
+        trun.determine_local_world_size("gpus")
+    # forced accelerator branch: auto counts devices, not cores
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: torch.device("cuda"))
+    assert trun.determine_local_world_size("auto") == 8
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert trun.determine_local_world_size("gpu") == 4
