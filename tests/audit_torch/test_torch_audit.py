@@ -423,3 +423,18 @@ def test_nproc_per_node_strings_resolve_per_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     assert trun.determine_local_world_size("gpu") == 4
+
+
+def test_fsdp1_hybrid_shard_groups_and_sync_order(audit_job):
+    """set-5 s5-mn-06: HYBRID_SHARD without process_group/device_mesh needs an auto_wrap_policy;
+    sync_module_states broadcasts over the replicate (inter-node) group first, then the shard group,
+    with buffers in both; one device per node clamps to NO_SHARD and nothing crosses nodes."""
+    r0, r1 = ranks(audit_job)
+    assert "requires explicit specification of process group or device_mesh" in err(r0["hybrid_manual_error"])
+    assert r0["hybrid_tuple_calls"] == r1["hybrid_tuple_calls"] == [["replicate", 1], ["shard", 1]]
+    one0, one1 = r0["hybrid_one_per_node"], r1["hybrid_one_per_node"]
+    assert one0["strategy"] == one1["strategy"] == "ShardingStrategy.NO_SHARD"
+    assert (one0["shard_group"], one1["shard_group"]) == ([0], [1]) and one0["replicate_group"] == [0, 1]
+    assert one0["broadcast_groups"] == [[0], [0]] and one1["broadcast_groups"] == [[1], [1]]
+    assert one0["weight_sum"] == 16.0 and one1["weight_sum"] == 0.0      # rank 0's weights never reach rank 1
+    assert one0["grad_sum"] != one1["grad_sum"]                           # gradients not averaged across nodes
