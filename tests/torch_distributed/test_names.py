@@ -158,6 +158,9 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
           "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
           "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch",
           "GPU36DC", "GPU3B62", "HOST", "PORT", "EADDRINUSE", "python"}
+# fsdp2-and-dcp.md's FSDP1 HYBRID_SHARD section: the tuple's placeholder names, and its Provenance
+# (this bundle's job section and test)
+VALUES |= {"shard_pg", "replicate_pg", "section_fsdp1_hybrid", "test_fsdp1_hybrid_shard_groups_and_sync_order"}
 # keys of other layers named next to torch's: --rdzv-conf keys (read by c10d_rendezvous_backend) and Accelerate's
 # parallelism_config (it only passes its mesh through to torch)
 RDZV_CONF_KEYS = {"read_timeout", "is_host"}
