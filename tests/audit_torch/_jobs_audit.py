@@ -321,6 +321,15 @@ def section_fsdp1_hybrid(rank, world, r, tmp):
         iu._sync_module_params_and_buffers, iu._check_module_states_for_sync_module_states = real_sync, real_check
 
 
+def section_dcp_node_local(rank, world, r, tmp):
+    """DCP save where each rank's path is a different folder, as on node-local disks (set-5 s5-mn-05):
+    which files each "node" ends up holding."""
+    import torch.distributed.checkpoint as dcp
+    own = os.path.join(tmp, f"node{rank}", "ckpt")
+    dcp.save({"w": torch.full((4,), float(rank))}, storage_writer=dcp.FileSystemWriter(own))
+    r["dcp_node_local_files"] = sorted(os.listdir(own))
+
+
 def section_sampler(rank, world, r, tmp):
     from torch.utils.data.distributed import DistributedSampler
     s = DistributedSampler(list(range(10)))
@@ -331,7 +340,7 @@ def section_sampler(rank, world, r, tmp):
 
 
 JOBS = {"audit": [section_groups, section_ddp, section_fsdp, section_fsdp_extra_forward, section_fsdp1_hybrid,
-                   section_sampler]}
+                   section_dcp_node_local, section_sampler]}
 
 
 def dump(r, job, rank, outdir):

@@ -438,3 +438,11 @@ def test_fsdp1_hybrid_shard_groups_and_sync_order(audit_job):
     assert one0["broadcast_groups"] == [[0], [0]] and one1["broadcast_groups"] == [[1], [1]]
     assert one0["weight_sum"] == 16.0 and one1["weight_sum"] == 0.0      # rank 0's weights never reach rank 1
     assert one0["grad_sum"] != one1["grad_sum"]                           # gradients not averaged across nodes
+
+
+def test_dcp_save_to_node_local_folders_leaves_metadata_on_rank0_only(audit_job):
+    """set-5 s5-mn-05: with a different folder per rank (node-local disks) each rank writes only its
+    own .distcp file and only the coordinator (rank 0) writes .metadata."""
+    r0, r1 = ranks(audit_job)
+    assert r0["dcp_node_local_files"] == [".metadata", "__0_0.distcp"]
+    assert r1["dcp_node_local_files"] == ["__1_0.distcp"]
