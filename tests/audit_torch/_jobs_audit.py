@@ -268,6 +268,68 @@ def section_fsdp_extra_forward(rank, world, r, tmp):
 
 # --------------------------------------------------------------------------- sampler
 
+def section_fsdp1_hybrid(rank, world, r, tmp):
+    """FSDP1 HYBRID_SHARD + sync_module_states (set-5 s5-mn-06). Pretrained weights on rank 0 only.
+    (a) explicit (shard_pg, replicate_pg) tuple: the order of the two broadcasts (told apart by group
+    identity) and whether buffers go out in both; (b) groups FSDP builds itself with one device per
+    "node" (CPU device count 1): the shard group has one rank, FSDP clamps to NO_SHARD and nothing
+    crosses nodes, neither weights nor gradients. The CPU-tensor check is bypassed (it wants GPU
+    tensors); the broadcasts themselves run as in the library."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    from torch.distributed.fsdp import _init_utils as iu
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    calls = []
+    real_sync, real_check = iu._sync_module_params_and_buffers, iu._check_module_states_for_sync_module_states
+
+    def recording_sync(module, params, pg):
+        unsynced = sum(not getattr(b, iu.FSDP_SYNCED, False) for b in module.buffers())
+        calls.append({"pg": pg, "ranks": sorted(dist.get_process_group_ranks(pg)), "buffers": unsynced})
+        return real_sync(module, params, pg)
+
+    def model():
+        m = nn.Sequential(nn.Linear(4, 4))
+        m.register_buffer("stat", torch.full((2,), float(rank)))
+        with torch.no_grad():
+            m[0].weight.fill_(float(rank == 0))
+        return m
+
+    iu._sync_module_params_and_buffers = recording_sync
+    iu._check_module_states_for_sync_module_states = lambda states: None
+    cpu = torch.device("cpu")
+    try:
+        r["hybrid_manual_error"] = capture(lambda: FSDP(nn.Linear(2, 2), sharding_strategy=ShardingStrategy.HYBRID_SHARD,
+                                                        device_id=cpu) and None)
+        shard_pg, replicate_pg = dist.new_group([0, 1]), dist.new_group([0, 1])
+        calls.clear()
+        FSDP(model(), sharding_strategy=ShardingStrategy.HYBRID_SHARD, sync_module_states=True,
+             process_group=(shard_pg, replicate_pg), device_id=cpu)
+        r["hybrid_tuple_calls"] = [("replicate" if c["pg"] is replicate_pg else "shard" if c["pg"] is shard_pg
+                                    else "other", c["buffers"]) for c in calls]
+        calls.clear()
+        fsdp = FSDP(model(), sharding_strategy=ShardingStrategy.HYBRID_SHARD, sync_module_states=True,
+                    auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), device_id=cpu, use_orig_params=True)
+        out = fsdp(torch.full((1, 4), float(rank + 1))).sum()
+        out.backward()
+        with FSDP.summon_full_params(fsdp, with_grads=True):
+            r["hybrid_one_per_node"] = {
+                "strategy": str(fsdp.sharding_strategy), "shard_group": sorted(dist.get_process_group_ranks(fsdp.process_group)),
+                "replicate_group": sorted(dist.get_process_group_ranks(fsdp._inter_node_pg)),
+                "broadcast_groups": [c["ranks"] for c in calls],
+                "weight_sum": float(fsdp.module[0].weight.detach().sum()),
+                "grad_sum": float(fsdp.module[0].weight.grad.sum())}
+    finally:
+        iu._sync_module_params_and_buffers, iu._check_module_states_for_sync_module_states = real_sync, real_check
+
+
+def section_dcp_node_local(rank, world, r, tmp):
+    """DCP save where each rank's path is a different folder, as on node-local disks (set-5 s5-mn-05):
+    which files each "node" ends up holding."""
+    import torch.distributed.checkpoint as dcp
+    own = os.path.join(tmp, f"node{rank}", "ckpt")
+    dcp.save({"w": torch.full((4,), float(rank))}, storage_writer=dcp.FileSystemWriter(own))
+    r["dcp_node_local_files"] = sorted(os.listdir(own))
+
+
 def section_sampler(rank, world, r, tmp):
     from torch.utils.data.distributed import DistributedSampler
     s = DistributedSampler(list(range(10)))
@@ -277,7 +339,8 @@ def section_sampler(rank, world, r, tmp):
         r["sampler_epochs"][str(epoch)] = list(s)
 
 
-JOBS = {"audit": [section_groups, section_ddp, section_fsdp, section_fsdp_extra_forward, section_sampler]}
+JOBS = {"audit": [section_groups, section_ddp, section_fsdp, section_fsdp_extra_forward, section_fsdp1_hybrid,
+                   section_dcp_node_local, section_sampler]}
 
 
 def dump(r, job, rank, outdir):

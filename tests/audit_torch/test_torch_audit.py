@@ -393,3 +393,56 @@ def test_sigterm_to_torchrun_reaches_every_worker_and_ends_the_job_without_resta
     assert re.search(r"Sending process \d+ closing signal SIGTERM", err)
     assert re.search(r"SignalException: Process \d+ got signal: (15|Signals\.SIGTERM)", err)
     assert proc.returncode == 1
+
+
+def test_nproc_per_node_strings_resolve_per_device(monkeypatch):
+    """set-5 s5-td-06: `cpu` (and `auto` without an accelerator) count the affinity mask, not
+    os.cpu_count(); `gpu` without CUDA raises; `auto` with an accelerator counts its devices;
+    the default is the string '1'."""
+    import os
+
+    from torch.distributed import run as trun
+
+    assert trun.get_args_parser().parse_args(["x.py"]).nproc_per_node == "1"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    assert trun.determine_local_world_size("cpu") == 3
+    assert trun.determine_local_world_size("auto") == 3
+    assert trun.determine_local_world_size("7") == 7
+    with pytest.raises(ValueError, match="Cuda is not available"):
+        trun.determine_local_world_size("gpu")
+    with pytest.raises(ValueError, match="Unsupported nproc_per_node value: gpus"):
+        trun.determine_local_world_size("gpus")
+    # forced accelerator branch: auto counts devices, not cores
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: torch.device("cuda"))
+    assert trun.determine_local_world_size("auto") == 8
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert trun.determine_local_world_size("gpu") == 4
+
+
+def test_fsdp1_hybrid_shard_groups_and_sync_order(audit_job):
+    """set-5 s5-mn-06: HYBRID_SHARD without process_group/device_mesh needs an auto_wrap_policy;
+    sync_module_states broadcasts over the replicate (inter-node) group first, then the shard group,
+    with buffers in both; one device per node clamps to NO_SHARD and nothing crosses nodes."""
+    r0, r1 = ranks(audit_job)
+    assert "requires explicit specification of process group or device_mesh" in err(r0["hybrid_manual_error"])
+    assert r0["hybrid_tuple_calls"] == r1["hybrid_tuple_calls"] == [["replicate", 1], ["shard", 1]]
+    one0, one1 = r0["hybrid_one_per_node"], r1["hybrid_one_per_node"]
+    assert one0["strategy"] == one1["strategy"] == "ShardingStrategy.NO_SHARD"
+    assert (one0["shard_group"], one1["shard_group"]) == ([0], [1]) and one0["replicate_group"] == [0, 1]
+    assert one0["broadcast_groups"] == [[0], [0]] and one1["broadcast_groups"] == [[1], [1]]
+    assert one0["weight_sum"] == 16.0 and one1["weight_sum"] == 0.0      # rank 0's weights never reach rank 1
+    assert one0["grad_sum"] != one1["grad_sum"]                           # gradients not averaged across nodes
+
+
+def test_dcp_save_to_node_local_folders_leaves_metadata_on_rank0_only(audit_job):
+    """set-5 s5-mn-05: with a different folder per rank (node-local disks) each rank writes only its
+    own .distcp file and only the coordinator (rank 0) writes .metadata."""
+    r0, r1 = ranks(audit_job)
+    assert r0["dcp_node_local_files"] == [".metadata", "__0_0.distcp"]
+    assert r1["dcp_node_local_files"] == ["__1_0.distcp"]

@@ -22,6 +22,10 @@ NOT_PACKAGE_NAMES = {
     "HOST0": "placeholder", "NCCL_": "prefix of the forwarded NCCL variables",
     "--explain-rule": "this bundle's validator flag",
     "_ds_launcher_probe": "this bundle's test probe (Provenance)",
+    "pdsh_rank_log": "a case of this bundle's test probe (Provenance)",
+    "slurm_rank_log": "a case of this bundle's test probe (Provenance)",
+    "test_pdsh_forwards_each_rank_log_but_not_core_binding": "this bundle's test (Provenance)",
+    "test_each_rank_log_one_file_per_rank_with_both_streams": "this bundle's test (Provenance)",
 }
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the

@@ -121,6 +121,11 @@ cases["nodes"] = {
     "pdsh_no_master_addr": run_cmd(["--hostfile", two, "--no_ssh_check"]),
     "nossh_node1": run_cmd(["--hostfile", two, "--no_ssh", "--node_rank", "1", "--master_addr", "node-a"]),
     "slurm": run_cmd(["--hostfile", two, "--launcher", "slurm", "--no_ssh_check", "--master_addr", "node-a"]),
+    # set-5 s5-mn-01: which per-node launch options the pdsh command carries
+    "pdsh_rank_log": run_cmd(["--hostfile", two, "--no_ssh_check", "--master_addr", "node-a",
+                              "--enable_each_rank_log", "logs", "--bind_cores_to_rank", "--log_level", "warning"]),
+    "slurm_rank_log": run_cmd(["--hostfile", two, "--launcher", "slurm", "--no_ssh_check", "--master_addr", "node-a",
+                               "--enable_each_rank_log", "logs"]),
     "no_hostfile_master_addr": run_cmd(["--hostfile", absent, "--master_addr", "10.1.1.1"]),
     "no_hostfile_two_nodes": run_cmd(["--hostfile", absent, "--num_nodes", "2"]),
     "bad_hostfile": run_cmd(["--hostfile", bad]),

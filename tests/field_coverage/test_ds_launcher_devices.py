@@ -38,12 +38,17 @@ def workers(tmp_path_factory):
     info = base64.urlsafe_b64encode(json.dumps({"localhost": [1, 3]}).encode()).decode()
     env = dict(os.environ, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="5,6,7")
     proc = subprocess.run([sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={info}",
-                           "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(HERE / "_envprint.py"),
-                           str(scratch)],
+                           "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+                           "--enable_each_rank_log=logs/sub",  # relative: resolved in the cwd, created
+                           str(HERE / "_envprint.py"), str(scratch)],
                           env=env, cwd=scratch, capture_output=True, text=True, timeout=300)
     files = sorted(scratch.glob("env_*.json"))
     assert proc.returncode == 0 and len(files) == 2, (proc.stdout + proc.stderr)[-3000:]
+    _rank_logs[:] = [(p.name, p.read_text(), proc.stdout + proc.stderr) for p in sorted((scratch / "logs" / "sub").iterdir())]
     return [json.loads(f.read_text()) for f in files]
+
+
+_rank_logs: list = []
 
 
 def test_default_uses_every_device(cases):
@@ -146,3 +151,28 @@ def test_nodes_reference_states_what_the_runs_show():
                    "Num nodes is >1 but no extra nodes available via hostfile", "Hostfile contains a bad entry",
                    "--node_rank=%n", "`srun -n <total devices>", "sed 's/$/ slots=8/'"]:
         assert phrase in text, phrase
+
+
+def test_each_rank_log_one_file_per_rank_with_both_streams(workers):
+    """set-5 s5-mn-01: deepspeed.launcher.launch creates the (relative) directory and writes
+    <YYYYmmddHHMMSS>_rank<global rank>.log per worker holding its stdout and stderr."""
+    import re
+    names = [name for name, _, _ in _rank_logs]
+    assert len(names) == 2 and all(re.fullmatch(r"\d{14}_rank[01]\.log", n) for n in names), names
+    for name, text, console in _rank_logs:
+        r = name[-5]
+        assert f"out of rank {r}" in text and f"err of rank {r}" in text
+        assert f"out of rank {r}" not in console
+
+
+def test_pdsh_forwards_each_rank_log_but_not_core_binding(cases):
+    """set-5 s5-mn-01: PDSHRunner appends --enable_each_rank_log (the string 'None' when unset)
+    to every node's launch; --bind_cores_to_rank and --log_level are not carried; slurm runs the
+    script directly, so the option has no effect there."""
+    cmd = cases["nodes"]["pdsh_rank_log"]["cmd"]
+    launch = cmd.index("deepspeed.launcher.launch")
+    assert "--enable_each_rank_log=logs" in cmd[launch:cmd.index("train.py")]
+    assert not any(a.startswith(("--bind_cores_to_rank", "--log_level")) for a in cmd)
+    assert "--enable_each_rank_log=None" in cases["nodes"]["pdsh"]["cmd"]
+    slurm = cases["nodes"]["slurm_rank_log"]["cmd"]
+    assert slurm[0] == "srun" and not any("enable_each_rank_log" in a for a in slurm)

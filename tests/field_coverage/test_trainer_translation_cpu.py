@@ -265,6 +265,38 @@ def _train(tmp, model, data, ga, bs=2, loss_kwargs=None, **kw):
     return [entry["loss"] for entry in logs.logs if "loss" in entry], out.training_loss
 
 
+
+def test_deepspeed_hidden_size_fill_per_stage(tmp_path):
+    """set-5 s5-ds-07: the Trainer fills reduce_bucket_size "auto" (hidden_size^2) at every ZeRO stage;
+    the two stage3_* keys only at ZeRO-3 (0.9 h^2 and 10 h)."""
+    args = args_for(tmp_path)
+    model = nn.Linear(1, 1)
+    model.config = GPT2Config(n_embd=16)  # hidden_size 16
+    got = {}
+    for stage in (1, 2, 3):
+        ds = hf_ds.HfTrainerDeepSpeedConfig({"zero_optimization": {
+            "stage": stage, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto"}})
+        ds.trainer_config_process(args)
+        ds.trainer_config_finalize(args, model, 10)
+        z = ds.config["zero_optimization"]
+        got[stage] = (z["reduce_bucket_size"], z["stage3_prefetch_bucket_size"], z["stage3_param_persistence_threshold"])
+    assert got == {1: (256, "auto", "auto"), 2: (256, "auto", "auto"), 3: (256, 230, 160)}
+
+
+def test_plain_deepspeed_config_with_auto(monkeypatch):
+    """set-5 s5-ds-07: the same JSON straight to DeepSpeed: the zero block's "auto" silently becomes
+    DeepSpeed's default (5e8), a batch key "auto" fails in the batch arithmetic with TypeError."""
+    monkeypatch.setenv("DS_ACCELERATOR", os.environ.get("DS_ACCELERATOR", "cpu"))
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    cfg = DeepSpeedConfig({"train_micro_batch_size_per_gpu": 2,
+                           "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"}})
+    assert cfg.zero_config.reduce_bucket_size == 500_000_000
+    for key in ("train_batch_size", "train_micro_batch_size_per_gpu"):
+        with pytest.raises(TypeError):
+            DeepSpeedConfig({key: "auto", "zero_optimization": {"stage": 2}})
+
 def test_logged_loss_is_the_mean_micro_batch_loss_at_any_accumulation(tmp_path):
     """lr 0 keeps the model fixed: with a plain mean loss every GA value logs the same mean (each
     logged value = mean of that step's micro-batch losses), never GA times smaller or larger."""

@@ -158,6 +158,9 @@ VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc
           "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
           "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch",
           "GPU36DC", "GPU3B62", "HOST", "PORT", "EADDRINUSE", "python"}
+# fsdp2-and-dcp.md's FSDP1 HYBRID_SHARD section: the tuple's placeholder names, and its Provenance
+# (this bundle's job section and test)
+VALUES |= {"shard_pg", "replicate_pg", "section_fsdp1_hybrid", "test_fsdp1_hybrid_shard_groups_and_sync_order"}
 # keys of other layers named next to torch's: --rdzv-conf keys (read by c10d_rendezvous_backend) and Accelerate's
 # parallelism_config (it only passes its mesh through to torch)
 RDZV_CONF_KEYS = {"read_timeout", "is_host"}
@@ -200,6 +203,11 @@ def _scheduler_name(name: str) -> bool:
 ACCELERATE_LAUNCH_FLAGS = {o for a in importlib.import_module("accelerate.commands.launch").launch_command_parser()._actions
                            for o in a.option_strings}
 NAMESPACES += [importlib.import_module("accelerate.commands.launch"), importlib.import_module("accelerate.utils.launch")]
+# launch-torchrun.md's --nproc-per-node table (set-5 s5-td-06): what each string value counts
+NAMESPACES += [importlib.import_module("torch.distributed.run"), importlib.import_module("torch._utils"),
+               importlib.import_module("os"), torch.accelerator]
+_os = importlib.import_module("os")
+CALLABLES.update({"os.sched_getaffinity": getattr(_os, "sched_getaffinity", None), "os.cpu_count": _os.cpu_count})
 OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.config_args").ClusterConfig.__dataclass_fields__
               if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
