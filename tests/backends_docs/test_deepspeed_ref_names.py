@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 REFS = REPO / "sub-skills" / "distributed-training-backends" / "references"
 CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-grad-accum-dtype.md",
-           "deepspeed-checkpoint-loading.md", "deepspeed-warmup-lr.md"]
+           "deepspeed-checkpoint-loading.md", "deepspeed-warmup-lr.md", "deepspeed-multinode-runners.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -22,6 +22,9 @@ NOT_PACKAGE_NAMES = {
     "HOST0": "placeholder", "NCCL_": "prefix of the forwarded NCCL variables",
     "--explain-rule": "this bundle's validator flag",
     "_ds_launcher_probe": "this bundle's test probe (Provenance)",
+    "--elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_multinode_runners.py)",
+    "CORES0": "the probe's numactl stand-in", "CORES1": "the probe's numactl stand-in",
+    "DIR_OR_PATH": "placeholder", "HOSTS": "placeholder", "HOME": "the shell's home variable",
 }
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the
