@@ -25,6 +25,9 @@ NOT_PACKAGE_NAMES = {
     "--elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_multinode_runners.py)",
     "CORES0": "the probe's numactl stand-in", "CORES1": "the probe's numactl stand-in",
     "DIR_OR_PATH": "placeholder", "HOSTS": "placeholder", "HOME": "the shell's home variable",
+    "LAUNCHER_DIR": "placeholder (the installed deepspeed/launcher folder)", "PORT": "placeholder",
+    "LD_LIBRARY_PATH": "named as not exported (the loader's variable)", "OMP_": "prefix, named as not exported",
+    "TORCH_": "prefix, named as not exported", "YYYYmmddHHMMSS_rank": "launch.py's log name pattern (strftime)",
 }
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the
