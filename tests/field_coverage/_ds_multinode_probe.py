@@ -102,9 +102,9 @@ BASE = ["--hostfile", TWO, "--master_addr", "node-a"]
 def norm(tokens):
     out = []
     for t in tokens:
+        t = t.replace(multinode_runner.MVAPICH_TMP_HOSTFILE, MVAPICH_FILE)
         t = t.replace(sys.executable, "PY").replace(SCRATCH + "/home", "~").replace(SCRATCH, "DIR")
         t = t.replace(os.path.dirname(os.path.realpath(multinode_runner.__file__)), "LAUNCHER_DIR")
-        t = t.replace(multinode_runner.MVAPICH_TMP_HOSTFILE, MVAPICH_FILE)
         if t.startswith("--world_info="):
             world = json.loads(base64.urlsafe_b64decode(t.split("=", 1)[1]))
             t = "--world_info=" + json.dumps(world, separators=(",", ":")).replace('"', "")
