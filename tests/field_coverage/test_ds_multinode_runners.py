@@ -114,6 +114,8 @@ def test_paths_and_refusals(probe):
     assert probe["upper_case_launcher"]["cmd"][0] == "mpirun"
     assert "--master_addr=10.0.0.7" in probe["no_master_addr"]["cmd"]
     assert probe["ssh_check"]["ssh"] == [["ssh", "-o", "PasswordAuthentication=no", "node-a", "hostname"]]
+    nossh = probe["no_ssh_no_master_addr"]                          # the hostname -I lookup still runs
+    assert nossh["ssh"] == [["ssh", "node-a", "hostname", "-I"]] and "--master_addr=10.0.0.7" in nossh["cmd"]
     msg = "AssertionError: Launching training without ssh, but --node_rank is not set correctly."
     assert probe["no_ssh_bad_rank"]["error"] == probe["no_ssh_no_rank"]["error"] == msg
     assert probe["include_and_num_gpus"]["error"] == "ValueError: Cannot specify num_nodes/gpus with include/exclude"
