@@ -22,6 +22,7 @@ NOT_PACKAGE_NAMES = {
     "HOST0": "placeholder", "NCCL_": "prefix of the forwarded NCCL variables",
     "--explain-rule": "this bundle's validator flag",
     "_ds_launcher_probe": "this bundle's test probe (Provenance)", "_zero3_probe": "this bundle's test probe (Provenance)",
+    "--markdown": "this bundle's _ds_multinode_probe.py option (Provenance)",
     "--elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_multinode_runners.py)",
     "CORES0": "the probe's numactl stand-in", "CORES1": "the probe's numactl stand-in",
     "DIR_OR_PATH": "placeholder", "HOSTS": "placeholder", "HOME": "the shell's home variable",

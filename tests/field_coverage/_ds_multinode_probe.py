@@ -10,6 +10,7 @@ argv[1]: a scratch directory (it becomes the working directory and HOME). Prints
 `--markdown` prints the generated flag table instead (pasted into deepspeed-multinode-runners.md).
 """
 import base64
+import contextlib
 import difflib
 import json
 import os
@@ -25,6 +26,11 @@ for k in list(os.environ):
         del os.environ[k]
 
 from deepspeed.launcher import launch, multinode_runner, runner  # noqa: E402
+from deepspeed.utils import logger  # noqa: E402
+
+for handler in logger.handlers:          # the runners' log lines go to stderr, stdout stays the result
+    if hasattr(handler, "setStream"):
+        handler.setStream(sys.stderr)
 
 RUNNERS = ["pdsh", "openmpi", "mpich", "impi", "slurm", "mvapich"]
 CLASSES = [multinode_runner.PDSHRunner, multinode_runner.OpenMPIRunner, multinode_runner.MPICHRunner,
@@ -119,7 +125,8 @@ def run(argv, env_extra=None, script=("train.py", "--lr", "1")):
     saved = dict(os.environ)
     os.environ.update(env_extra or {})
     try:
-        runner.main(list(argv) + list(script))
+        with contextlib.redirect_stdout(sys.stderr):     # IMPIRunner.get_cmd prints its command
+            runner.main(list(argv) + list(script))
         return {"cmd": norm(SEEN.get("cmd", [])), "env": {k: v for k, v in SEEN.get("env", {}).items() if k.startswith(("PDSH", "PYTHONPATH"))},
                 "ssh": [norm(c) for c in SEEN.get("check_call", []) + SEEN.get("check_output", [])]}
     except SystemExit as e:
@@ -277,7 +284,8 @@ def node(world, rank, extra=()):
     sys.argv = ["launch", f"--world_info={info}", f"--node_rank={rank}", "--master_addr=node-a",
                 "--master_port=29600"] + list(extra) + ["train.py", "--lr", "1"]
     try:
-        launch.main()
+        with contextlib.redirect_stdout(sys.stderr):     # launch.main prints "launcher pid"
+            launch.main()
     except SystemExit as e:
         return {"error": f"SystemExit: {e.code}", "spawned": list(SPAWNED)}
     except BaseException as e:  # noqa: BLE001
