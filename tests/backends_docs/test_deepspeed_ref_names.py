@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 REFS = REPO / "sub-skills" / "distributed-training-backends" / "references"
 CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-grad-accum-dtype.md",
-           "deepspeed-checkpoint-loading.md", "deepspeed-warmup-lr.md"]
+           "deepspeed-checkpoint-loading.md", "deepspeed-warmup-lr.md", "deepspeed-multinode-runners.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -21,11 +21,18 @@ NOT_PACKAGE_NAMES = {
     "pytorch_model_1": "a file of the examples", "FIRST_HOST": "placeholder", "HOST": "placeholder",
     "HOST0": "placeholder", "NCCL_": "prefix of the forwarded NCCL variables",
     "--explain-rule": "this bundle's validator flag",
-    "_ds_launcher_probe": "this bundle's test probe (Provenance)",
     "pdsh_rank_log": "a case of this bundle's test probe (Provenance)",
     "slurm_rank_log": "a case of this bundle's test probe (Provenance)",
     "test_pdsh_forwards_each_rank_log_but_not_core_binding": "this bundle's test (Provenance)",
     "test_each_rank_log_one_file_per_rank_with_both_streams": "this bundle's test (Provenance)",
+    "_ds_launcher_probe": "this bundle's test probe (Provenance)", "_zero3_probe": "this bundle's test probe (Provenance)",
+    "--markdown": "this bundle's _ds_multinode_probe.py option (Provenance)",
+    "--elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_multinode_runners.py)",
+    "CORES0": "the probe's numactl stand-in", "CORES1": "the probe's numactl stand-in",
+    "DIR_OR_PATH": "placeholder", "HOSTS": "placeholder", "HOME": "the shell's home variable",
+    "LAUNCHER_DIR": "placeholder (the installed deepspeed/launcher folder)", "PORT": "placeholder",
+    "LD_LIBRARY_PATH": "named as not exported (the loader's variable)", "OMP_": "prefix, named as not exported",
+    "TORCH_": "prefix, named as not exported", "YYYYmmddHHMMSS_rank": "launch.py's log name pattern (strftime)",
 }
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the

@@ -226,6 +226,32 @@ try:
 except Exception as e:  # the CheckpointError of older releases
     OUT["frozen_ckpt"] = {"error": f"{type(e).__name__}: {str(e)[:200]}", "norm_shapes_seen": seen}
 
+# ---- what each node writes in save_checkpoint (deepspeed-multinode-runners.md) ----
+# Two "nodes" of one process each: LOCAL_RANK=0 on both ranks (read by the engine at initialize), and
+# each rank saves under its own directory, standing for the same path on each node's own disk.
+saved_local_rank = os.environ.get("LOCAL_RANK")
+os.environ["LOCAL_RANK"] = "0"
+node_root = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), f"node{RANK}")
+OUT["node_saves"] = {}
+for stage in (2, 3):
+    for node_local in (False, True):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(8, 8)
+        conf = {"train_micro_batch_size_per_gpu": 1, "zero_allow_untested_optimizer": True,
+                "zero_optimization": {"stage": stage}, "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+                "checkpoint": {"use_node_local_storage": node_local}}
+        eng = deepspeed.initialize(model=m, model_parameters=m.parameters(), config=conf)[0]
+        eng.backward(eng(torch.randn(1, 8)).sum())
+        eng.step()
+        save_dir = os.path.join(node_root, f"s{stage}_{'local' if node_local else 'one_copy'}")
+        eng.save_checkpoint(save_dir)
+        files = sorted(os.path.relpath(os.path.join(d, f), save_dir) for d, _, fs in os.walk(save_dir) for f in fs)
+        OUT["node_saves"][f"stage{stage}_node_local_{str(node_local).lower()}"] = every_rank(files)
+if saved_local_rank is None:
+    os.environ.pop("LOCAL_RANK", None)
+else:
+    os.environ["LOCAL_RANK"] = saved_local_rank
+
 if RANK == 0:
     with open(sys.argv[1], "w") as f:
         json.dump(OUT, f, indent=1, sort_keys=True)

@@ -142,3 +142,17 @@ def test_frozen_params_survive_a_non_reentrant_checkpoint_recompute(obs):
     assert f["error"] is None, f
     # forward plus the recompute in backward, two blocks: four calls, each with the whole weight
     assert f["norm_shapes_seen"] == [[16]] * 4, f
+
+
+def test_what_each_node_writes_in_save_checkpoint(obs):
+    """deepspeed-multinode-runners.md, "What each node writes": two ranks with LOCAL_RANK=0 each (one
+    process per node), each saving under its own directory (the same path on each node's own disk)."""
+    s = obs["node_saves"]
+    head = ["latest", "zero_to_fp32.py", "zero_to_torch.py"]
+    z2 = ["global_step1/mp_rank_00_model_states.pt", "global_step1/zero_pp_rank_0_mp_rank_00_optim_states.pt"]
+    assert s["stage2_node_local_false"] == [z2 + head, ["global_step1/zero_pp_rank_1_mp_rank_00_optim_states.pt"]]
+    assert s["stage2_node_local_true"] == [z2 + head, ["global_step1/mp_rank_00_model_states.pt",
+                                                       "global_step1/zero_pp_rank_1_mp_rank_00_optim_states.pt"]]
+    z3 = [[f"global_step1/zero_pp_rank_{r}_mp_rank_00_model_states.pt",
+           f"global_step1/zero_pp_rank_{r}_mp_rank_00_optim_states.pt"] for r in (0, 1)]
+    assert s["stage3_node_local_false"] == s["stage3_node_local_true"] == [z3[0] + head, z3[1]]
