@@ -68,18 +68,24 @@ def questionnaire_keys() -> List[Tuple[str, str, int]]:
     return sorted(out)
 
 
+def _string_scope(fn: ast.FunctionDef) -> "_Scope":
+    """The string values the function's local names are assigned (what env-name expressions resolve to)."""
+    scope = _Scope()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            val = _resolve(node.value, scope)
+            for t in node.targets:
+                if isinstance(t, ast.Name) and val is not None:
+                    scope.strings[t.id] = val
+    return scope
+
+
 def _flag_env_links() -> Dict[str, Set[str]]:
     """launch dest -> environment variables that utils/launch.py sets from args.<dest>."""
     tree = ast.parse(UTILS_LAUNCH_PY.read_text(encoding="utf-8"))
     out: Dict[str, Set[str]] = {}
     for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
-        scope = _Scope()
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Assign):
-                val = _resolve(node.value, scope)
-                for t in node.targets:
-                    if isinstance(t, ast.Name) and val is not None:
-                        scope.strings[t.id] = val
+        scope = _string_scope(fn)
         for node in ast.walk(fn):
             if isinstance(node, ast.Assign):
                 for t in node.targets:
@@ -100,13 +106,7 @@ def _post_init_env_links(path: Path) -> Dict[Tuple[str, str], Set[str]]:
     out: Dict[Tuple[str, str], Set[str]] = {}
     for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
         for fn in [n for n in cls.body if isinstance(n, ast.FunctionDef)]:
-            scope = _Scope()
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Assign):
-                    val = _resolve(node.value, scope)
-                    for t in node.targets:
-                        if isinstance(t, ast.Name) and val is not None:
-                            scope.strings[t.id] = val
+            scope = _string_scope(fn)
             for node in ast.walk(fn):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     t = node.targets[0]

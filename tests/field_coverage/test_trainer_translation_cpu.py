@@ -25,7 +25,7 @@ import pytest
 import torch
 from torch import nn
 
-from _tiny_trainer_model import Tiny  # noqa: E402
+from _tiny_trainer_model import Tiny, global_state_restored  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.integrations import deepspeed as hf_ds
 from transformers.trainer_utils import get_last_checkpoint
@@ -33,15 +33,8 @@ from transformers.trainer_utils import get_last_checkpoint
 
 @pytest.fixture(scope="module", autouse=True)
 def _leave_no_global_state():
-    """Environment, Accelerate singletons and the DeepSpeed weak reference are restored afterwards."""
-    saved = dict(os.environ)
-    yield
-    from accelerate.state import AcceleratorState, GradientState
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    hf_ds.unset_hf_deepspeed_config()
-    os.environ.clear()
-    os.environ.update(saved)
+    with global_state_restored():
+        yield
 
 
 class TinyTokens(nn.Module):

@@ -26,7 +26,7 @@ import yaml
 
 import transformers
 import transformers.training_args as ta
-from _tiny_trainer_model import Tiny  # noqa: E402
+from _tiny_trainer_model import Tiny, global_state_restored  # noqa: E402
 from transformers import Trainer, TrainingArguments
 from transformers.integrations import deepspeed as hf_ds
 
@@ -52,16 +52,8 @@ def dataset(n=8):
 
 @pytest.fixture(scope="module", autouse=True)
 def _leave_no_global_state():
-    """The suite runs other in-process Accelerate tests: after this module, the environment, the
-    Accelerate singletons and transformers' DeepSpeed weak reference are as they were."""
-    saved = dict(os.environ)
-    yield
-    from accelerate.state import AcceleratorState, GradientState
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    hf_ds.unset_hf_deepspeed_config()
-    os.environ.clear()
-    os.environ.update(saved)
+    with global_state_restored():
+        yield
 
 
 @pytest.fixture(scope="module")
