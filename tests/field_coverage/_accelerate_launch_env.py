@@ -7,7 +7,8 @@ would get. Machine facts are fixed so the output is the same anywhere: no GPU, n
 8 physical cores, FP8 and bf16 reported available, no default_config.yaml, a clean environment
 (PATH and HOME only).
 
-python tests/field_coverage/_accelerate_launch_env.py   prints the generated Markdown."""
+python tests/field_coverage/_accelerate_launch_env.py [--write]   prints the generated Markdown (--write: puts
+it between the reference's <!-- generated --> markers)."""
 from __future__ import annotations
 
 import argparse
@@ -90,6 +91,8 @@ CASES = [
     ("FSDP v2 + parallelism_config", ["--config_file", "cfg.yaml", SCRIPT],
      _cfg("FSDP", fsdp_config=FSDP2, parallelism_config={"parallelism_config_dp_shard_size": 2,
                                                          "parallelism_config_tp_size": 2})),
+    ("FSDP v1 flags + --use_parallelism_config (accepted)", ["--use_fsdp", "--fsdp_version", "1", "--num_processes",
+                                                             "2", "--use_parallelism_config", SCRIPT], None),
     ("DeepSpeed inline keys, 1 node", ["--config_file", "cfg.yaml", SCRIPT],
      _cfg("DEEPSPEED", deepspeed_config=DS_INLINE)),
     ("DeepSpeed deepspeed_config_file, 1 node", ["--config_file", "cfg.yaml", SCRIPT],
@@ -97,6 +100,8 @@ CASES = [
                                                                "zero3_init_flag": True})),
     ("DeepSpeed flags only, 1 node", ["--use_deepspeed", "--num_processes", "2", "--zero_stage", "3",
                                       "--gradient_accumulation_steps", "2", SCRIPT], None),
+    ("DeepSpeed + --num_cpu_threads_per_process 4", ["--use_deepspeed", "--num_processes", "2",
+                                                     "--num_cpu_threads_per_process", "4", SCRIPT], None),
     ("DeepSpeed 2 nodes, pdsh (default)", ["--config_file", "cfg.yaml", SCRIPT],
      _cfg("DEEPSPEED", num_machines=2, num_processes=16, main_process_ip="10.0.0.1", main_process_port=29500,
           deepspeed_config={**DS_INLINE, "deepspeed_hostfile": "/job/hostfile"})),
@@ -330,8 +335,23 @@ def generate() -> dict:
         return {"matrix": matrix_md(tmp), "dropped": dropped_md(tmp)}
 
 
+DOC = Path(__file__).resolve().parents[2] / "sub-skills/configuration-and-cli/references/launch-child-environment.md"
+
+
+def write_doc(out: dict) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for name, key in (("launch matrix", "matrix"), ("dropped keys", "dropped")):
+        start, end = f"<!-- generated: {name} -->\n", "<!-- end generated -->"
+        pre, rest = text.split(start, 1)
+        text = pre + start + out[key].strip() + "\n" + end + rest.split(end, 1)[1]
+    DOC.write_text(text, encoding="utf-8")
+
+
 if __name__ == "__main__":
     out = generate()
-    print(out["matrix"])
-    print()
-    print(out["dropped"])
+    if sys.argv[1:] == ["--write"]:
+        write_doc(out)
+    else:
+        print(out["matrix"])
+        print()
+        print(out["dropped"])

@@ -64,6 +64,9 @@ def test_key_cells(out):
     assert "--node_rank 1 --no_ssh" in r["DeepSpeed 2 nodes, nossh, rank 1"]
     assert "torch.distributed.run --nnodes=2 --node_rank=1" in r["DeepSpeed 2 nodes, standard (torchrun), rank 1"]
     assert "**`.deepspeed_env` (cwd) gets**" in r["DeepSpeed 2 nodes, pdsh (default)"]
+    assert "OMP_NUM_THREADS" not in r["DeepSpeed + --num_cpu_threads_per_process 4"]    # the flag is not exported
+    assert "`PARALLELISM_CONFIG_TP_SIZE=1`" in r["FSDP v1 flags + --use_parallelism_config (accepted)"]
+    assert "`FSDP_VERSION=1`" in r["FSDP v1 flags + --use_parallelism_config (accepted)"]
     assert "`ACCELERATE_CONFIG_DS_FIELDS=`" in r["DeepSpeed flags only, 1 node"]
     assert "`FSDP_VERSION=2`" in r["FSDP v2 from file"] and "`FSDP_SHARDING_STRATEGY=FULL_SHARD`" in r["FSDP v2 from file"]
     assert "`CUDA_VISIBLE_DEVICES=0,1`" in r["multi-GPU + gpu_ids, bf16, debug, threads"]
