@@ -277,7 +277,7 @@ def matrix_md(tmp: Path) -> str:
 TOP = {"num_processes": 16, "machine_rank": 1, "num_machines": 2, "gpu_ids": "all", "main_process_ip": "10.0.0.1",
        "main_process_port": 29500, "rdzv_backend": "c10d", "same_network": True, "main_training_function": "main",
        "enable_cpu_affinity": True, "downcast_bf16": "yes", "tpu_name": "t", "tpu_zone": "z",
-       "tpu_use_cluster": False, "tpu_use_sudo": True, "commands": ["echo"], "tpu_env": ["A=1"],
+       "tpu_use_cluster": True, "tpu_use_sudo": True, "commands": ["echo"], "tpu_env": ["A=1"],
        "mixed_precision": "bf16", "debug": True, "dynamo_config": {"dynamo_backend": "INDUCTOR"}}
 PATHS = [
     ("MULTI_GPU (torchrun)", {"distributed_type": "MULTI_GPU"}),
@@ -292,9 +292,11 @@ PATHS = [
 
 
 def dropped_md(tmp: Path) -> str:
-    """For each path: the top-level keys set in the file whose value never reaches argv or env."""
+    """For each path: the top-level keys of the file whose value is not the merged one (every value
+    differs from the flag's default), and the merged keys no code of the launcher path reads."""
     import accelerate.commands.launch as cl
     reads: set = set()
+    merged: dict = {}
 
     class Tracking(argparse.Namespace):
         def __getattribute__(self, name):
@@ -306,11 +308,13 @@ def dropped_md(tmp: Path) -> str:
 
     def validate(args):
         args, defaults, mp = orig(args)
+        merged.clear()
+        merged.update(vars(args))
         args.__class__ = Tracking
         reads.clear()
         return args, defaults, mp
 
-    rows = ["| Path (distributed_type) | Keys of the file dropped: CLI default not `None` | Keys applied but never read by this launcher path |",
+    rows = ["| Path (distributed_type) | Keys of the file dropped while merging | Keys merged but never read by this launcher path |",
             "| --- | --- | --- |"]
     for label, extra in PATHS:
         cfg = {"compute_environment": "LOCAL_MACHINE", **TOP, **extra}
@@ -320,8 +324,8 @@ def dropped_md(tmp: Path) -> str:
         if kind == "torchrun":               # _filter_args hands every torchrun-named attribute over
             import torch.distributed.run as distrib_run
             reads |= set(vars(distrib_run.get_args_parser().parse_args(["x"])))
-        dropped = sorted(k for k in cfg if k in cli_defaults and cli_defaults[k] is not None
-                         and k not in ("mixed_precision", "debug"))
+        dropped = sorted(k for k in cfg if not isinstance(cfg[k], dict) and k in cli_defaults
+                         and k not in ("mixed_precision", "debug") and merged.get(k) != cfg[k])
         unread = sorted(k for k in cfg if k not in dropped and not isinstance(cfg[k], dict)
                         and k not in ("compute_environment", "distributed_type", "use_cpu", "mixed_precision",
                                       "debug") and k not in reads)
