@@ -85,3 +85,15 @@ def test_dropped_keys(out):
             assert f"`{key}`" in line.split(" | ")[1], (key, line)
     assert "`machine_rank`" in lines[-1].split(" | ")[2]           # simple launcher never reads it
     assert "`machine_rank`" not in lines[0].split(" | ")[2]
+
+
+def test_every_variable_is_in_the_names_table(out):
+    """Cross-check with scripts/lookup.py's table (references/facts/names.json, an AST scan of the
+    pinned packages): every variable the generated rows show is a name accelerate (or deepspeed)
+    sets; the scan and the run agree."""
+    import json
+    import re
+    names = json.loads((HERE.parents[1] / "references" / "facts" / "names.json").read_text(encoding="utf-8"))
+    known = {e["n"] for e in names["entries"] if e["s"] in ("accelerate-env", "deepspeed-env")}
+    shown = set(re.findall(r"`([A-Z][A-Z0-9_]+)=", out["matrix"]))
+    assert len(shown) > 60 and not shown - known, sorted(shown - known)
