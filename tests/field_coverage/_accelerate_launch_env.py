@@ -58,6 +58,10 @@ CASES = [
      _cfg("MULTI_CPU", use_cpu=True, mixed_precision="no", num_machines=2, num_processes=8,
           main_process_ip="10.0.0.1", main_process_port=29500,
           mpirun_config={"mpirun_hostfile": "/job/hostfile"}), "impi"),
+    ("CPU, 4 processes, shell has MASTER_PORT=12345 OMP_NUM_THREADS=3", ["--cpu", "--num_processes", "4", SCRIPT],
+     None, None, {"MASTER_PORT": "12345", "OMP_NUM_THREADS": "3"}),
+    ("multi-GPU, shell has MASTER_ADDR=10.9.9.9 MASTER_PORT=12345", ["--multi_gpu", "--num_processes", "2", SCRIPT],
+     None, None, {"MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "12345"}),
     ("multi-GPU, 1 node", ["--multi_gpu", "--num_processes", "4", SCRIPT], None),
     ("multi-GPU + gpu_ids, bf16, debug, threads", ["--multi_gpu", "--num_processes", "2", "--gpu_ids", "0,1",
                                                    "--mixed_precision", "bf16", "--debug",
@@ -217,28 +221,32 @@ def _machine(tmp: Path, mpi=None):
 MPI_VERSION = {"openmpi": "mpirun (Open MPI) 4.1.6", "impi": "Intel(R) MPI Library for Linux* OS, Version 2021.13"}
 
 
-def run_case(argv, cfg, tmp: Path, mpi=None):
+def run_case(argv, cfg, tmp: Path, mpi=None, shell=None):
     """Return (kind, argv, env added, .deepspeed_env names or None, error or None)."""
     _RECORD.clear()
     for f in tmp.iterdir():
         f.unlink()
     if cfg is not None:
         (tmp / "cfg.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    shell = shell or {}
     with _machine(tmp, mpi) as cl:
+        os.environ.update(shell)
         parser = cl.launch_command_parser()
         args = parser.parse_args(argv)
         try:
             cl.launch_command(args)
         except Exception as exc:  # noqa: BLE001 - a refusal is a row too
-            return ("refused", [], {}, None, f"{type(exc).__name__}: {exc}")
+            return ("refused", [], {}, None, f"{type(exc).__name__}: {exc}", {})
     kind, cmd, env = _RECORD[-1]
-    added = {k: v for k, v in env.items() if BASE_ENV.get(k) != v and k != "PATH"}
+    before = {**BASE_ENV, **shell}
+    added = {k: v for k, v in env.items() if before.get(k) != v and k != "PATH"}
     added = {k: v.replace(str(tmp), "<cwd>") for k, v in added.items()}
     cmd = ["python" if c == sys.executable else c for c in cmd]
     dsenv = None
     if (tmp / ".deepspeed_env").exists():
         dsenv = sorted(line.split("=", 1)[0] for line in (tmp / ".deepspeed_env").read_text().splitlines() if line)
-    return (kind, cmd, added, dsenv, None)
+    kept = {k: v for k, v in shell.items() if env.get(k) == v}
+    return (kind, cmd, added, dsenv, None, kept)
 
 
 def _cell_env(env):
@@ -248,8 +256,8 @@ def _cell_env(env):
 def matrix_md(tmp: Path) -> str:
     rows = ["| # | Case | `accelerate launch` arguments (+ file) | Process started (argv) | Variables added to the children's environment |",
             "| --- | --- | --- | --- | --- |"]
-    for i, (label, argv, cfg, *mpi) in enumerate(CASES, 1):
-        kind, cmd, env, dsenv, err = run_case(argv, cfg, tmp, *mpi)
+    for i, (label, argv, cfg, *rest) in enumerate(CASES, 1):
+        kind, cmd, env, dsenv, err, kept = run_case(argv, cfg, tmp, *rest)
         args = f"`{' '.join(argv)}`"
         if cfg is not None:
             flat = []
@@ -266,6 +274,8 @@ def matrix_md(tmp: Path) -> str:
         else:
             proc = f"`{' '.join(cmd)}`"
             envc = _cell_env(env)
+            if kept:
+                envc += ("<br>kept in torchrun's environment: " if kind == "torchrun" else "<br>kept from the shell: ") + ", ".join(f"`{k}={v}`" for k, v in sorted(kept.items()))
             if dsenv is not None:
                 envc += "<br>**`.deepspeed_env` (cwd) gets**: " + ", ".join(f"`{n}`" for n in dsenv)
         rows.append(f"| {i} | {label} | {args} | {proc} | {envc} |")
@@ -319,7 +329,7 @@ def dropped_md(tmp: Path) -> str:
     for label, extra in PATHS:
         cfg = {"compute_environment": "LOCAL_MACHINE", **TOP, **extra}
         with mock.patch.object(cl, "_validate_launch_command", validate):
-            kind, cmd, env, dsenv, err = run_case(["--config_file", "cfg.yaml", SCRIPT], cfg, tmp)
+            kind, cmd, env, dsenv, err, _ = run_case(["--config_file", "cfg.yaml", SCRIPT], cfg, tmp)
         assert err is None, (label, err)
         if kind == "torchrun":               # _filter_args hands every torchrun-named attribute over
             import torch.distributed.run as distrib_run

@@ -67,6 +67,9 @@ def test_key_cells(out):
     assert "OMP_NUM_THREADS" not in r["DeepSpeed + --num_cpu_threads_per_process 4"]    # the flag is not exported
     assert "`PARALLELISM_CONFIG_TP_SIZE=1`" in r["FSDP v1 flags + --use_parallelism_config (accepted)"]
     assert "`FSDP_VERSION=1`" in r["FSDP v1 flags + --use_parallelism_config (accepted)"]
+    shell = r["CPU, 4 processes, shell has MASTER_PORT=12345 OMP_NUM_THREADS=3"]
+    assert "`MASTER_PORT=29500`" in shell and "kept from the shell: `OMP_NUM_THREADS=3`" in shell
+    assert "--master_port=29500" in r["multi-GPU, shell has MASTER_ADDR=10.9.9.9 MASTER_PORT=12345"]
     assert "`ACCELERATE_CONFIG_DS_FIELDS=`" in r["DeepSpeed flags only, 1 node"]
     assert "`FSDP_VERSION=2`" in r["FSDP v2 from file"] and "`FSDP_SHARDING_STRATEGY=FULL_SHARD`" in r["FSDP v2 from file"]
     assert "`CUDA_VISIBLE_DEVICES=0,1`" in r["multi-GPU + gpu_ids, bf16, debug, threads"]
