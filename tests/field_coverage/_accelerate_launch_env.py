@@ -122,6 +122,10 @@ CASES = [
                                              "megatron_lm_sequence_parallelism": True,
                                              "megatron_lm_gradient_clipping": 1.0,
                                              "megatron_lm_use_distributed_optimizer": True})),
+    ("refused: SageMaker file (every one, 1.15.0)", ["--config_file", "cfg.yaml", SCRIPT],
+     {"compute_environment": "AMAZON_SAGEMAKER", "distributed_type": "DATA_PARALLEL", "mixed_precision": "fp16",
+      "use_cpu": False, "debug": True, "ec2_instance_type": "ml.p4d.24xlarge", "iam_role_name": "role",
+      "profile": "default", "region": "us-east-1", "num_machines": 2}),
     ("refused: --multi_gpu with 1 process", ["--multi_gpu", "--num_processes", "1", SCRIPT], None),
     ("refused: two backends", ["--cpu", "--use_deepspeed", SCRIPT], None),
     ("refused: parallelism config without FSDP2", ["--multi_gpu", "--num_processes", "2",
@@ -174,6 +178,16 @@ def _fake_tpu(args):
     _RECORD.append(("xmp", ["torch_xla xmp.spawn(main) in the launcher process"], dict(BASE_ENV, **env)))
 
 
+def _fake_sagemaker(sagemaker_config, args):
+    from accelerate.utils.launch import prepare_sagemager_args_inputs
+    with contextlib.redirect_stdout(None):
+        est, _ = prepare_sagemager_args_inputs(sagemaker_config, args)
+    desc = (f"SageMaker HuggingFace estimator: entry_point={est['entry_point']} source_dir={est['source_dir']} "
+            f"instance_count={est['instance_count']} instance_type={est['instance_type']} "
+            f"distribution={est['distribution']} hyperparameters={est['hyperparameters']}")
+    _RECORD.append(("sagemaker", [desc], dict(BASE_ENV, **est["environment"])))
+
+
 def _fake_run(ns):
     _RECORD.append(("torchrun", _torchrun_argv(ns), dict(os.environ)))
 
@@ -204,6 +218,7 @@ def _machine(tmp: Path, mpi=None):
             (cl, ("subprocess", SimpleNamespace(Popen=_Popen, CalledProcessError=subprocess.CalledProcessError))),
             (distrib_run, ("run", _fake_run)),
             (cl, ("check_cuda_p2p_ib_support", lambda: True)), (cl, ("tpu_launcher", _fake_tpu)),
+            (cl, ("sagemaker_launcher", _fake_sagemaker)),
             (cl, ("default_config_file", str(tmp / "absent" / "default_config.yaml"))),
             (cl, ("is_bf16_available", lambda *a, **k: True)),
             (ul, ("is_port_in_use", lambda *a, **k: False)), (ul, ("is_fp8_available", lambda: True)),

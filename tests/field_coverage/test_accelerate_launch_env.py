@@ -70,6 +70,8 @@ def test_key_cells(out):
     shell = r["CPU, 4 processes, shell has MASTER_PORT=12345 OMP_NUM_THREADS=3"]
     assert "`MASTER_PORT=29500`" in shell and "kept from the shell: `OMP_NUM_THREADS=3`" in shell
     assert "--master_port=29500" in r["multi-GPU, shell has MASTER_ADDR=10.9.9.9 MASTER_PORT=12345"]
+    assert "AttributeError: 'SageMakerConfig' object has no attribute 'parallelism_config'" in \
+        r["refused: SageMaker file (every one, 1.15.0)"]
     assert "`ACCELERATE_CONFIG_DS_FIELDS=`" in r["DeepSpeed flags only, 1 node"]
     assert "`FSDP_VERSION=2`" in r["FSDP v2 from file"] and "`FSDP_SHARDING_STRATEGY=FULL_SHARD`" in r["FSDP v2 from file"]
     assert "`CUDA_VISIBLE_DEVICES=0,1`" in r["multi-GPU + gpu_ids, bf16, debug, threads"]
