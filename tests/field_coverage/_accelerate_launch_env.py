@@ -264,12 +264,22 @@ def run_case(argv, cfg, tmp: Path, mpi=None, shell=None):
     return (kind, cmd, added, dsenv, None, kept)
 
 
+DYNAMO_DEFAULTS = {"ACCELERATE_DYNAMO_BACKEND": "NO", "ACCELERATE_DYNAMO_MODE": "default",
+                   "ACCELERATE_DYNAMO_USE_DYNAMIC": "False", "ACCELERATE_DYNAMO_USE_FULLGRAPH": "False",
+                   "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION": "False"}
+LEGEND = ("**D** in a cell = the five dynamo variables at their defaults: "
+          + ", ".join(f"`{k}={v}`" for k, v in DYNAMO_DEFAULTS.items()) + ".")
+
+
 def _cell_env(env):
+    if all(env.get(k) == v for k, v in DYNAMO_DEFAULTS.items()):
+        env = {k: v for k, v in env.items() if k not in DYNAMO_DEFAULTS}
+        return "**D**<br>" + "<br>".join(f"`{k}={v}`" for k, v in sorted(env.items()))
     return "<br>".join(f"`{k}={v}`" for k, v in sorted(env.items()))
 
 
 def matrix_md(tmp: Path) -> str:
-    rows = ["| # | Case | `accelerate launch` arguments (+ file) | Process started (argv) | Variables added to the children's environment |",
+    rows = [LEGEND, "", "| # | Case | `accelerate launch` arguments (+ file) | Process started (argv) | Variables added to the children's environment |",
             "| --- | --- | --- | --- | --- |"]
     for i, (label, argv, cfg, *rest) in enumerate(CASES, 1):
         kind, cmd, env, dsenv, err, kept = run_case(argv, cfg, tmp, *rest)
