@@ -102,3 +102,11 @@ def test_every_variable_is_in_the_names_table(out):
     known = {e["n"] for e in names["entries"] if e["s"] in ("accelerate-env", "deepspeed-env")}
     shown = set(re.findall(r"`([A-Z][A-Z0-9_]+)=", out["matrix"]))
     assert len(shown) > 60 and not shown - known, sorted(shown - known)
+
+
+def test_row_numbers_named_in_the_prose(out, doc):
+    number = {r.split(" | ")[1]: r.split(" | ")[0].strip("| ") for r in rows(out).values()}
+    assert f"Row {number['DeepSpeed deepspeed_config_file, 1 node']} launches" in doc
+    first_shell = number["CPU, 4 processes, shell has MASTER_PORT=12345 OMP_NUM_THREADS=3"]
+    assert f"(rows {first_shell}–{int(first_shell) + 1})" in doc
+    assert f"Rows {number['multi-node rank 0, static']}–{number['multi-node from a config file, rank 1']}:" in doc
