@@ -114,9 +114,16 @@ def doc_facts(repo_root):
                         apis.add(tok_clean.split("(")[0])
                 # walk tokens in order: `accelerate X` sets the command, `x.py` sets a script
                 # `mpirun`/`mpiexec` hand the flags after them to MPI, not accelerate
+                # `python -m torch.distributed.run` / `deepspeed --x` (the argv accelerate starts,
+                # launch-child-environment.md) hand the flags after them to torchrun / deepspeed's runner
                 for m in re.finditer(r"accelerate (config (?:default|update)\b|[a-z][a-z0-9-]*)|(\S+\.py)\b|"
-                                     r"\b(mpirun|mpiexec)\b|" + FLAG_RE.pattern.replace("(--", "(?P<flag>--", 1), seg):
-                    if m.group(3):
+                                     r"\b(mpirun|mpiexec)\b|(?:python -m )?\b(torch\.distributed\.run)\b|"
+                                     r"\b(deepspeed)(?= --)|" + FLAG_RE.pattern.replace("(--", "(?P<flag>--", 1), seg):
+                    if m.group(4):
+                        state = "script:run.py"
+                    elif m.group(5):
+                        state = "script:runner.py"
+                    elif m.group(3):
                         state = "external:" + m.group(3)
                     elif m.group(1):
                         state = m.group(1)
@@ -187,6 +194,9 @@ def test_flags_belong_to_their_command(repo_root, doc_facts, oracle):
     scripts["zero_to_fp32.py"] = script_options(ds_zero)
     # the `deepspeed` launcher, named by its file where a doc shows the flags accelerate hands it
     scripts["runner.py"] = script_options(ds_zero.parents[1] / "launcher" / "runner.py")
+    # torchrun (python -m torch.distributed.run), the process accelerate runs in-process
+    scripts["run.py"] = script_options(Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+                                       / "distributed" / "run.py")
     # the bundle's validator, whose launch-command options configuration-and-cli names
     # (its parser lives in cli_args.py; cli.py keeps the argparse-free fast path)
     vdir = repo_root / "sub-skills/distributed-training-backends/scripts/backend_validator"
@@ -223,7 +233,12 @@ def test_env_vars_exist_in_source(doc_facts):
         roots.append(Path(importlib.util.find_spec(pkg).submodule_search_locations[0]))
     roots.append(Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "distributed")
     text = "\n".join(p.read_text(errors="ignore") for r in roots for p in r.rglob("*.py"))
-    missing = [(e, w) for e, w in doc_facts["envs"] if f'"{e}"' not in text and f"'{e}'" not in text]
+    # names assembled from a prefix (ACCELERATE_FP8_*) or set by deepspeed's import: lookup.py's table,
+    # an AST scan of the pinned packages (references/facts/names.json)
+    facts = json.loads((Path(__file__).resolve().parents[2] / "references" / "facts" / "names.json").read_text())
+    scanned = {e["n"] for e in facts["entries"] if e["s"] in ("accelerate-env", "deepspeed-env")}
+    missing = [(e, w) for e, w in doc_facts["envs"]
+               if f'"{e}"' not in text and f"'{e}'" not in text and e not in scanned]
     assert not missing, f"environment variables not found as literals in accelerate/hf_hub/torch.distributed: {missing}"
     assert len(doc_facts["envs"]) > 20
 
