@@ -8,7 +8,7 @@ would get. Machine facts are fixed so the output is the same anywhere: no GPU, n
 (PATH and HOME only).
 
 python tests/field_coverage/_accelerate_launch_env.py [--write]   prints the generated Markdown (--write: puts
-it between the reference's <!-- generated --> markers)."""
+it between the references' <!-- generated --> markers)."""
 from __future__ import annotations
 
 import argparse
@@ -378,12 +378,13 @@ DOC = Path(__file__).resolve().parents[2] / "sub-skills/configuration-and-cli/re
 
 
 def write_doc(out: dict) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    for name, key in (("launch matrix", "matrix"), ("dropped keys", "dropped")):
+    for name, key, path in (("launch matrix", "matrix", DOC.with_name("launch-child-matrix.md")),
+                            ("dropped keys", "dropped", DOC)):
+        text = path.read_text(encoding="utf-8")
         start, end = f"<!-- generated: {name} -->\n", "<!-- end generated -->"
         pre, rest = text.split(start, 1)
         text = pre + start + out[key].strip() + "\n" + end + rest.split(end, 1)[1]
-    DOC.write_text(text, encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
