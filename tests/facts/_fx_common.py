@@ -325,3 +325,17 @@ def enum_choices(annotation) -> list:
             if c not in out:
                 out.append(c)
     return out
+
+
+def parser_actions(parser, lines: Dict, prefer_dash: bool = False):
+    """(action, option strings, display name, action_row, source line) for each action but --help.
+    The display name is the first long option (with prefer_dash: the first one without "_")."""
+    for a in parser._actions:
+        if a.dest == "help":
+            continue
+        opts = a.option_strings
+        longs = [o for o in opts if o.startswith("--")]
+        first = longs[0] if longs else (opts[0] if opts else a.dest)
+        name = next((o for o in longs if "_" not in o), first) if prefer_dash else first
+        line = next((lines[o] for o in opts if o in lines), lines.get(a.dest))
+        yield a, opts, name, action_row(a), line

@@ -10,8 +10,8 @@ import typing
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from _fx_common import (SITE, enum_choices, action_row, argparse_lines, ann_str, class_field_lines, default_repr, entry,
-                        env_entries, scan_env, where)
+from _fx_common import (SITE, enum_choices, argparse_lines, ann_str, class_field_lines, default_repr, entry,
+                        env_entries, parser_actions, scan_env, where)
 
 PKG = SITE / "deepspeed"
 RUNNER_PY = PKG / "launcher" / "runner.py"
@@ -272,14 +272,7 @@ def launcher_section() -> List[Dict]:
     parser = deepspeed_parser()
     lines = argparse_lines(RUNNER_PY)
     out = []
-    for a in parser._actions:
-        if a.dest == "help":
-            continue
-        opts = a.option_strings
-        longs = [o for o in opts if o.startswith("--")]
-        name = longs[0] if longs else (opts[0] if opts else a.dest)
-        row = action_row(a)
-        line = next((lines[o] for o in opts if o in lines), lines.get(a.dest))
+    for a, opts, name, row, line in parser_actions(parser, lines):
         out.append(entry("deepspeed-launcher", name, "launch flag" if opts else "positional", type_=row["type"],
                          default=row["default"], choices=row["choices"], declared_default=row.get("declared"), where_=where(RUNNER_PY, line),
                          aliases=opts, dest=a.dest))

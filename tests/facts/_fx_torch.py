@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from _fx_common import SITE, action_row, argparse_lines, entry, env_entries, scan_env, where
+from _fx_common import SITE, argparse_lines, entry, env_entries, parser_actions, scan_env, where
 
 RUN_PY = SITE / "torch" / "distributed" / "run.py"
 
@@ -16,18 +16,11 @@ def torchrun_section() -> List[Dict]:
     parser = get_args_parser()
     lines = argparse_lines(RUN_PY)
     out = []
-    for a in parser._actions:
-        if a.dest == "help":
-            continue
-        opts = a.option_strings
-        longs = [o for o in opts if o.startswith("--")]
-        name = next((o for o in longs if "_" not in o), longs[0] if longs else (opts[0] if opts else a.dest))
-        row = action_row(a)
+    for a, opts, name, row, line in parser_actions(parser, lines, prefer_dash=True):
         pet = ""
         if isinstance(a, (env, check_env)):
             pet = f"PET_{a.dest.upper()}"
             row["type"] = ("flag (check_env)" if isinstance(a, check_env) else row["type"])
-        line = next((lines[o] for o in opts if o in lines), lines.get(a.dest))
         note = ""
         if pet:
             note = f"{pet} in the environment replaces the built-in default; the flag on the command line still wins"
