@@ -24,7 +24,7 @@ from pathlib import Path
 WORKER = r'''#!{exe}
 import json, os, sys
 out = os.environ["TRM_OUT"]
-with open(os.path.join(out, "w%s.%s.json" % (os.environ.get("TORCHELASTIC_RESTART_COUNT"), os.environ.get("LOCAL_RANK"))), "w") as f:
+with open(os.path.join(out, "w%s.%s.json" % (os.environ.get("TORCHELASTIC_RESTART_COUNT"), os.environ.get("RANK"))), "w") as f:
     json.dump({{"argv": sys.orig_argv, "env": dict(os.environ)}}, f)
 '''
 
@@ -43,8 +43,11 @@ CASES = [
     ("-m (module)", "--nproc-per-node 2 -m", {}, "module"),
     ("--no-python", "--nproc-per-node 2 --no-python", {}, "binary"),
     ("PET_NPROC_PER_NODE=2, no flag", "", {"PET_NPROC_PER_NODE": "2"}, "script"),
+    ("--virtual-local-rank", "--nproc-per-node 2 --virtual-local-rank", {}, "script"),
+    ("--virtual-local-rank, shell has CUDA_VISIBLE_DEVICES=4,5", "--nproc-per-node 2 --virtual-local-rank",
+     {"CUDA_VISIBLE_DEVICES": "4,5"}, "script"),
 ]
-SCRUB = {"OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
+SCRUB = {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
          "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE"}
 ENTRY = {"script": "train.py", "module": "train", "binary": "./train.py"}
 
