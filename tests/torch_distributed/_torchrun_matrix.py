@@ -77,7 +77,7 @@ def run_one(argstr, shell, entry, port, work):
     Path(work, "train.py").write_text(WORKER.format(exe=sys.executable), encoding="utf-8")
     os.chmod(Path(work, "train.py"), 0o755)
     argv = argstr.replace("<port>", str(port)).replace("<logs>", os.path.join(out, "logs")).split()
-    argv += ["--monitor-interval", "0.05", ENTRY[entry], "--lr", "0.1"]
+    argv += ["--monitor-interval", "0.05", ENTRY[entry], "lr=0.1"]
     cwd = os.getcwd()
     with saved_environ():
         for k in list(os.environ):      # a clean start: what the rows show must not depend on the caller's shell
@@ -163,7 +163,7 @@ def generate():
             for c, a, sh, e, parent, dumps in results:
                 argvs, per_rank = row_cells(parent, dumps, work, port, e)
                 shown = " ".join(f"{k}={v}" for k, v in sh.items())
-                cmd = ("torchrun " + a.replace("<logs>", "logs") + (" " if a else "") + ENTRY[e] + " --lr 0.1")
+                cmd = ("torchrun " + a.replace("<logs>", "logs") + (" " if a else "") + ENTRY[e] + " lr=0.1")
                 rows.append((f"| {len(rows) + 1} | {c} | `{cmd}`" + (f"<br>shell: `{shown}`" if shown else "")
                              + f" | {len(per_rank)} | " + "<br>".join(f"`{x}`" for x in argvs) + " | ",
                              fmt_env(per_rank)))

@@ -58,8 +58,8 @@ def test_key_cells(out):
     assert "OMP_NUM_THREADS" not in r["shell has OMP_NUM_THREADS=4"].split(" | ")[5]
     assert "`OMP_NUM_THREADS=1`" in r["PET_NPROC_PER_NODE=2, no flag"]
     assert "`<logs>/<run>/attempt_0/1/error.json`" in r["logs: filter, tee, log dir"]
-    assert "| `python -u -m train --lr 0.1` |" in r["-m (module)"]
-    assert "| `./train.py --lr 0.1` |" in r["--no-python"]
+    assert "| `python -u -m train lr=0.1` |" in r["-m (module)"]
+    assert "| `./train.py lr=0.1` |" in r["--no-python"]
     assert "`LOCAL_RANK=0`" in r["--virtual-local-rank"] and "`CUDA_VISIBLE_DEVICES`: `0`, `1`" in r["--virtual-local-rank"]
     assert "`CUDA_VISIBLE_DEVICES`: `4`, `5`" in r["--virtual-local-rank, shell has CUDA_VISIBLE_DEVICES=4,5"]
 
