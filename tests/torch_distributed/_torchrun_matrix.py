@@ -4,7 +4,7 @@ Each configuration runs torch's real launcher (torch.distributed.run.parse_args 
 process, on this host, with a free port; the workers are tiny Python processes (no torch import)
 that dump sys.orig_argv and os.environ and exit 0. A row shows the argv each worker ran and every
 variable that differs from the environment torchrun itself was started with. Static two-node rows
-run node 1 in a second process of this module at the same time as node 0 here.
+run as two processes of this module (one agent each) beside the single-node rows.
 
 python tests/torch_distributed/_torchrun_matrix.py            print the generated block
 python tests/torch_distributed/_torchrun_matrix.py node1 ...  (internal) run one node and dump JSON
@@ -49,6 +49,7 @@ CASES = [
 ]
 SCRUB = {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
          "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE"}
+NODE_TIMEOUT_S = 120      # a static node whose peer never comes would otherwise wait 600 s
 ENTRY = {"script": "train.py", "module": "train", "binary": "./train.py"}
 
 
@@ -71,8 +72,9 @@ def saved_environ():
 def run_one(argstr, shell, entry, port, work):
     """Run torchrun's code path in this process; return (parent env, [worker dumps])."""
     import logging
+    import signal
+    import threading
     from torch.distributed.run import parse_args, run
-    logging.disable(logging.CRITICAL)
     out = tempfile.mkdtemp(dir=work)
     Path(work, "train.py").write_text(WORKER.format(exe=sys.executable), encoding="utf-8")
     os.chmod(Path(work, "train.py"), 0o755)
@@ -87,11 +89,18 @@ def run_one(argstr, shell, entry, port, work):
         os.environ["TRM_OUT"] = out
         parent = dict(os.environ)
         os.chdir(work)
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+        thread_name = threading.current_thread().name
+        logging.disable(logging.CRITICAL)
         try:
             with open(os.devnull, "w") as null, contextlib.redirect_stderr(null), contextlib.redirect_stdout(null):
                 run(parse_args(argv))
-        finally:
+        finally:      # leave the caller (a pytest session) as it was: cwd, logging, signal handlers
             os.chdir(cwd)
+            logging.disable(logging.NOTSET)
+            for sig, h in handlers.items():
+                signal.signal(sig, h)
+            threading.current_thread().name = thread_name
     dumps = [json.loads(p.read_text()) for p in sorted(Path(out).glob("w*.json"))]
     return parent, dumps
 
@@ -139,34 +148,52 @@ def fmt_env(per_rank):
     return lines
 
 
+def _start_node(argstr, port, work):
+    os.makedirs(work, exist_ok=True)
+    return subprocess.Popen([sys.executable, __file__, "node", argstr, str(port), work],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def _finish_node(proc, work, into):
+    try:
+        out, _ = proc.communicate(timeout=NODE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError("a static-node torchrun did not finish") from None
+    if proc.returncode:
+        raise RuntimeError(f"a static-node torchrun exited with {proc.returncode}")
+    r = json.loads(out)
+    return r["parent"], [json.loads(json.dumps(d).replace(work, into)) for d in r["dumps"]]
+
+
 def generate():
     rows = []
     with tempfile.TemporaryDirectory() as work:
         work = os.path.realpath(work)
-        for i, (case, argstr, shell, entry) in enumerate(CASES, 1):
-            if case.endswith("node 1"):
+        # the two static nodes are separate processes (each its own agent), started first, run beside the rest
+        port2 = free_port()
+        static = {c[0]: (c, _start_node(c[1], port2, os.path.join(work, c[0][-1]))) for c in CASES
+                  if c[0].startswith("static 2 nodes")}
+        results = []
+        for case, argstr, shell, entry in CASES:
+            if case in static:
                 continue
             port = free_port()
-            node1 = None
-            if case.endswith("node 0"):
-                a1 = CASES[i][1]
-                node1 = subprocess.Popen([sys.executable, __file__, "node1", a1, str(port), os.path.join(work, "n1")],
-                                         stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-                os.makedirs(os.path.join(work, "n1"), exist_ok=True)
-            results = [(case, argstr, shell, entry, *run_one(argstr, shell, entry, port, work))]
-            if node1 is not None:
-                out1, _ = node1.communicate(timeout=60)
-                r1 = json.loads(out1)
-                w1 = os.path.join(work, "n1")
-                results.append((CASES[i][0], CASES[i][1], {}, "script", r1["parent"],
-                                [json.loads(json.dumps(d).replace(w1, work)) for d in r1["dumps"]]))
-            for c, a, sh, e, parent, dumps in results:
-                argvs, per_rank = row_cells(parent, dumps, work, port, e)
-                shown = " ".join(f"{k}={v}" for k, v in sh.items())
-                cmd = ("torchrun " + a.replace("<logs>", "logs") + (" " if a else "") + ENTRY[e] + " lr=0.1")
-                rows.append((f"| {len(rows) + 1} | {c} | `{cmd}`" + (f"<br>shell: `{shown}`" if shown else "")
-                             + f" | {len(per_rank)} | " + "<br>".join(f"`{x}`" for x in argvs) + " | ",
-                             fmt_env(per_rank)))
+            results.append((case, argstr, shell, entry, port, *run_one(argstr, shell, entry, port, work)))
+        for (case, argstr, shell, entry), proc in static.values():
+            results.append((case, argstr, shell, entry, port2,
+                            *_finish_node(proc, os.path.join(work, case[-1]), work)))
+        order = [c[0] for c in CASES]
+        results.sort(key=lambda r: order.index(r[0]))
+        for c, a, sh, e, port, parent, dumps in results:
+            argvs, per_rank = row_cells(parent, dumps, work, port, e)
+            shown = " ".join(f"{k}={v}" for k, v in sh.items())
+            cmd = ("torchrun " + a.replace("<logs>", "logs") + (" " if a else "") + ENTRY[e] + " lr=0.1")
+            rows.append((f"| {len(rows) + 1} | {c} | `{cmd}`" + (f"<br>shell: `{shown}`" if shown else "")
+                         + f" | {len(per_rank)} | " + "<br>".join(f"`{x}`" for x in argvs) + " | ",
+                         fmt_env(per_rank)))
     common = [x for x in rows[0][1] if all(x in r[1] for r in rows)]   # same line in every row
     body = [f"{start}**C**<br>" + "<br>".join(x for x in env if x not in common) + " |" for start, env in rows]
     head = ("| # | Case | Command | Workers | Worker argv | Variables each worker gets that torchrun's own environment lacks (one value, or per local rank 0, 1) |\n"
@@ -176,7 +203,7 @@ def generate():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["node1"]:
+    if sys.argv[1:2] == ["node"]:
         argstr, port, work = sys.argv[2], int(sys.argv[3]), sys.argv[4]
         os.makedirs(work, exist_ok=True)
         parent, dumps = run_one(argstr, {}, "script", port, work)
