@@ -26,6 +26,8 @@ import json, os, sys
 out = os.environ["TRM_OUT"]
 with open(os.path.join(out, "w%s.%s.json" % (os.environ.get("TORCHELASTIC_RESTART_COUNT"), os.environ.get("RANK"))), "w") as f:
     json.dump({{"argv": sys.orig_argv, "env": dict(os.environ)}}, f)
+if "fail_once=1" in sys.argv and os.environ["RANK"] == "1" and os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    sys.exit(3)
 '''
 
 # (case, torchrun arguments before the script, shell variables, entry: script | module | binary)
@@ -39,6 +41,7 @@ CASES = [
     ("static 2 nodes, node 1", "--nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port <port> --nproc-per-node 2", {}, "script"),
     ("c10d rendezvous", "--nnodes 1 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<port> --rdzv-id job7", {}, "script"),
     ("--max-restarts 2", "--nproc-per-node 2 --max-restarts 2", {}, "script"),
+    ("--max-restarts 2, rank 1 exits 3 once: attempt 1", "--nproc-per-node 2 --max-restarts 2", {}, "fail"),
     ("logs: filter, tee, log dir", "--nproc-per-node 2 --local-ranks-filter 1 --tee 3 --log-dir <logs>", {}, "script"),
     ("-m (module)", "--nproc-per-node 2 -m", {}, "module"),
     ("--no-python", "--nproc-per-node 2 --no-python", {}, "binary"),
@@ -50,7 +53,7 @@ CASES = [
 SCRUB = {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
          "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE"}
 NODE_TIMEOUT_S = 120      # a static node whose peer never comes would otherwise wait 600 s
-ENTRY = {"script": "train.py", "module": "train", "binary": "./train.py"}
+ENTRY = {"script": "train.py lr=0.1", "module": "train lr=0.1", "binary": "./train.py lr=0.1", "fail": "train.py fail_once=1"}
 
 
 def free_port():
@@ -79,7 +82,7 @@ def run_one(argstr, shell, entry, port, work):
     Path(work, "train.py").write_text(WORKER.format(exe=sys.executable), encoding="utf-8")
     os.chmod(Path(work, "train.py"), 0o755)
     argv = argstr.replace("<port>", str(port)).replace("<logs>", os.path.join(out, "logs")).split()
-    argv += ["--monitor-interval", "0.05", ENTRY[entry], "lr=0.1"]
+    argv += ["--monitor-interval", "0.05", *ENTRY[entry].split()]
     cwd = os.getcwd()
     with saved_environ():
         for k in list(os.environ):      # a clean start: what the rows show must not depend on the caller's shell
@@ -101,7 +104,8 @@ def run_one(argstr, shell, entry, port, work):
             for sig, h in handlers.items():
                 signal.signal(sig, h)
             threading.current_thread().name = thread_name
-    dumps = [json.loads(p.read_text()) for p in sorted(Path(out).glob("w*.json"))]
+    last = max(p.name.split(".")[0] for p in Path(out).glob("w*.json"))   # the last attempt's workers
+    dumps = [json.loads(p.read_text()) for p in sorted(Path(out).glob(f"{last}.*.json"))]
     return parent, dumps
 
 
@@ -190,7 +194,7 @@ def generate():
         for c, a, sh, e, port, parent, dumps in results:
             argvs, per_rank = row_cells(parent, dumps, work, port, e)
             shown = " ".join(f"{k}={v}" for k, v in sh.items())
-            cmd = ("torchrun " + a.replace("<logs>", "logs") + (" " if a else "") + ENTRY[e] + " lr=0.1")
+            cmd = ("torchrun " + a.replace("<logs>", "logs") + (" " if a else "") + ENTRY[e])
             rows.append((f"| {len(rows) + 1} | {c} | `{cmd}`" + (f"<br>shell: `{shown}`" if shown else "")
                          + f" | {len(per_rank)} | " + "<br>".join(f"`{x}`" for x in argvs) + " | ",
                          fmt_env(per_rank)))

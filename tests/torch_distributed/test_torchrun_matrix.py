@@ -42,7 +42,7 @@ def test_key_cells(out):
     assert len(r) == len(gen.CASES)
     legend = out["matrix"].splitlines()[0]
     for common in ("`ROLE_NAME=default`", "`TORCHELASTIC_USE_AGENT_STORE=True`", "`TORCH_NCCL_ASYNC_ERROR_HANDLING=1`",
-                   "`TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM,SIGINT,SIGHUP,SIGQUIT`", "`TORCHELASTIC_RESTART_COUNT=0`"):
+                   "`TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM,SIGINT,SIGHUP,SIGQUIT`"):
         assert common in legend
     # single node without --master-port becomes c10d on a free port with a uuid id; static keeps 127.0.0.1 and none
     one = r["single node, 2 workers"]
@@ -52,7 +52,9 @@ def test_key_cells(out):
     assert "`RANK`: `2`, `3`" in r["static 2 nodes, node 1"] and "`GROUP_RANK=1`" in r["static 2 nodes, node 1"]
     assert "`WORLD_SIZE=4`" in r["static 2 nodes, node 0"] and "`GROUP_WORLD_SIZE=2`" in r["static 2 nodes, node 0"]
     assert "`TORCHELASTIC_RUN_ID=job7`" in r["c10d rendezvous"]
-    assert "`TORCHELASTIC_MAX_RESTARTS=2`" in r["--max-restarts 2"]
+    assert "`TORCHELASTIC_MAX_RESTARTS=2`" in r["--max-restarts 2"] and "`TORCHELASTIC_RESTART_COUNT=0`" in r["--max-restarts 2"]
+    again = r["--max-restarts 2, rank 1 exits 3 once: attempt 1"]
+    assert "`TORCHELASTIC_RESTART_COUNT=1`" in again and "attempt_1/1/error.json" in again and "`RANK`: `0`, `1`" in again
     # OMP_NUM_THREADS: 1 for several workers with none set; never with one worker; a shell value passes through
     assert "OMP_NUM_THREADS" not in r["1 worker (OMP_NUM_THREADS unset)"].split(" | ")[5]
     assert "OMP_NUM_THREADS" not in r["shell has OMP_NUM_THREADS=4"].split(" | ")[5]
@@ -82,4 +84,6 @@ def test_row_numbers_named_in_the_prose(out):
     assert f"(rows {n['single node, --master-port given (static)']}, {n['static 2 nodes, node 0']}, " \
            f"{n['static 2 nodes, node 1']})" in doc
     assert f"(rows {n['--virtual-local-rank']}–{n['--virtual-local-rank, shell has CUDA_VISIBLE_DEVICES=4,5']})" in doc
+    assert f"(row {n['--max-restarts 2, rank 1 exits 3 once: attempt 1']}, rank 1" in doc
+    assert f"(rows {n['-m (module)']}–{n['--no-python']})" in doc
     assert f"(row {n['PET_NPROC_PER_NODE=2, no flag']})" in doc and f"(row {n['logs: filter, tee, log dir']})" in doc
