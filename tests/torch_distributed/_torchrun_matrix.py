@@ -7,7 +7,7 @@ variable that differs from the environment torchrun itself was started with. Sta
 run as two processes of this module (one agent each) beside the single-node rows.
 
 python tests/torch_distributed/_torchrun_matrix.py            print the generated block
-python tests/torch_distributed/_torchrun_matrix.py node1 ...  (internal) run one node and dump JSON
+python tests/torch_distributed/_torchrun_matrix.py node ARGS PORT DIR  (internal) run one static node, dump JSON
 """
 from __future__ import annotations
 
