@@ -273,7 +273,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 11 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md (+ torchtitan)
+    assert len(DOCS) == 12 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
