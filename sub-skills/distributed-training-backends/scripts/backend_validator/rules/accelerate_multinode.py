@@ -14,6 +14,15 @@ from ._acc_ds import DS_ENV as ENV, ds_eff as _ds
 SILENT_WHEN = "_acc.single_machine"
 
 
+def _simple_launcher_lacks(ctx, key, fix):
+    """The simple launcher asserts on a multi-machine run whose `key` is unset (a mapping is merged
+    like a config block, so the launch argument stays unset too)."""
+    e = eff(ctx)
+    value = ctx.doc.data.get(key)
+    if e.launcher == "simple" and e.multi_machine() and (value is None or isinstance(value, dict)):
+        ctx.report(("num_machines",), f"num_machines > 1 without {key}: the launcher asserts and stops", fix)
+
+
 @rule(id="acc-multinode-missing-ip", severity="error", family="accelerate",
       summary="multi-machine run of the simple launcher without main_process_ip",
       source=f"{ULAUNCH}::prepare_simple_launcher_cmd_env")
@@ -37,11 +46,7 @@ def multinode_missing_ip(ctx):
     main_process_port: 29500
     ```
     """
-    e = eff(ctx)
-    ip = ctx.doc.data.get("main_process_ip")
-    if e.launcher == "simple" and e.multi_machine() and (ip is None or isinstance(ip, dict)):
-        ctx.report(("num_machines",), "num_machines > 1 without main_process_ip: the launcher asserts and stops",
-                   "add main_process_ip (the address of machine rank 0)")
+    _simple_launcher_lacks(ctx, "main_process_ip", "add main_process_ip (the address of machine rank 0)")
     return ()
 
 
@@ -67,12 +72,7 @@ def multinode_missing_port(ctx):
     main_process_port: 29500
     ```
     """
-    e = eff(ctx)
-    port = ctx.doc.data.get("main_process_port")
-    if e.launcher == "simple" and e.multi_machine() and (port is None or isinstance(port, dict)):
-        # (a mapping is merged like a config block, so the launch argument stays unset)
-        ctx.report(("num_machines",), "num_machines > 1 without main_process_port: the launcher asserts and stops",
-                   "add main_process_port (e.g. 29500)")
+    _simple_launcher_lacks(ctx, "main_process_port", "add main_process_port (e.g. 29500)")
     return ()
 
 
