@@ -158,6 +158,29 @@ def _const_rows() -> List[Dict]:
                                  else "json key (constant read; parent table not resolved)",
                                  default=dflt if isinstance(dflt, str) and dflt.startswith("computed") else default_repr(dflt),
                                  where_=where(f, node.lineno), const=ast.unparse(node.args[1])))
+            if top_level_ok:
+                out += _direct_reads(fn, mod, parents, f)
+    return out
+
+
+def _direct_reads(fn, mod, parents, f) -> List[Dict]:
+    """Keys runtime/config.py reads straight from the JSON dict (param_dict[K], param_dict.get(K, d),
+    K in param_dict) rather than through get_*_param: optimizer, scheduler, bfloat16, ..."""
+    out: List[Dict] = []
+    for node in ast.walk(fn):
+        path, dflt = None, "none at this read (KEY in / [KEY])"
+        if isinstance(node, (ast.Subscript, ast.Call)):
+            path = _parent(node, mod, parents, True)
+            if isinstance(node, ast.Call) and path is not None and len(node.args) > 1:
+                d = _const(node.args[1], mod, missing="computed: " + ast.unparse(node.args[1])[:50])
+                dflt = d if isinstance(d, str) and d.startswith("computed") else default_repr(d)
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
+            base = _parent(node.comparators[0], mod, parents, True)
+            k = _const(node.left, mod)
+            path = base + [k] if base is not None and isinstance(k, str) else None
+        if path:
+            out.append(entry("deepspeed-config", ".".join(path), "json key (read directly)", default=dflt,
+                             where_=where(f, node.lineno)))
     return out
 
 
