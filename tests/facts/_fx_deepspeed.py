@@ -33,7 +33,7 @@ MODELS = [
 ]
 READERS = {"get_scalar_param", "get_list_param", "get_dict_param"}
 SCAN_DIRS = ["runtime", "profiling", "monitor", "utils", "comm", "compression", "elasticity", "autotuning",
-             "nebula", "checkpoint"]
+             "nebula", "checkpoint", "datastates"]
 
 
 def _submodels(annotation):
@@ -104,83 +104,181 @@ def _first_param(fn) -> str:
     return params[0] if params else ""
 
 
-def _const_rows() -> List[Dict]:
-    out: List[Dict] = []
-    whole = _whole_json_callees()
-    files = []
+# (file, qualified function name) -> key path of the dict its first parameter holds; filled by
+# _const_rows by following calls from DeepSpeedConfig (see there). GETTERS: functions that return a
+# sub-table of their first parameter (get_checkpoint_params -> ["checkpoint"]).
+GETTERS: Dict[Tuple[str, str], List[str]] = {}
+# DeepSpeedConfig.__init__(config, ...): config is the JSON dict (or a path, then loaded into
+# self._param_dict); `"sequence_parallel_size" in config` is read there before _initialize_params.
+COPIES = {"copy.copy", "copy.deepcopy", "dict", "copy", "deepcopy"}
+ROOT_PARAMS = {("runtime/config.py", "DeepSpeedConfig.__init__"): "config"}
+
+
+def _target(func, mod, cls_name, methods) -> Optional[Tuple[str, str]]:
+    """(file, qualname) of the function or class a call expression names, when it is defined in a
+    scanned deepspeed module: a module-level name (defined or imported), or self.method."""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        return (methods[func.attr], f"{cls_name}.{func.attr}") if cls_name and func.attr in methods else None
+    if not isinstance(func, ast.Name):
+        return None
+    obj = getattr(mod, func.id, None)
+    if obj is None or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return None
+    try:
+        src = Path(inspect.getsourcefile(obj)).resolve().relative_to(PKG.resolve()).as_posix()
+    except (TypeError, ValueError):
+        return None
+    return (src, obj.__qualname__ + (".__init__" if inspect.isclass(obj) else ""))
+
+
+def _record_key_args(call, target, fns, mod, key_args) -> None:
+    """Constant arguments one call passes to the callee's parameters (a key name and its default
+    handed down: get_communication_data_type(param_dict, SEQ_PARALLEL_COMMUNICATION_DATA_TYPE, ...))."""
+    fn = fns[target][0]
+    params = [a.arg for a in fn.args.args if a.arg != "self"]
+    site = {}
+    for name, a in list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]:
+        v = _const(a, mod, missing=_MISSING)
+        if v is not _MISSING and name != params[0]:
+            site[name] = v
+    key_args.setdefault(target, []).append(site)
+
+
+_MISSING = object()
+
+
+def _scan_files():
+    """(file, module, tree) of every module under SCAN_DIRS that reads config keys."""
+    out = []
     for d in SCAN_DIRS:
-        files += sorted((PKG / d).rglob("*.py")) if (PKG / d).is_dir() else []
-    for f in files:
-        text = f.read_text(encoding="utf-8")
-        if not any(r in text for r in READERS):
-            continue
-        modname = ".".join(f.relative_to(SITE).with_suffix("").parts)
-        try:
-            mod = importlib.import_module(modname)
-        except Exception:
-            continue
-        tree = ast.parse(text)
-        top_level_ok = f == PKG / "runtime" / "config.py"
-        # a method that receives a sub-table from a sibling: self._initialize(sub_dict) in __init__
-        bound: Dict[str, List[str]] = {}
-        for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
-            methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
-            for m in methods.values():
-                tl = top_level_ok
-                seed = {_first_param(m): []} if m.name == "__init__" and cls.name in whole else {}
-                par = _assigned_parents(m, mod, seed, tl)
-                for node in ast.walk(m):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" \
-                            and node.func.attr in methods and node.args:
-                        p = _parent(node.args[0], mod, par, tl)
-                        callee = methods[node.func.attr]
-                        params = [a.arg for a in callee.args.args if a.arg != "self"]
-                        if p is not None and params:
-                            bound[f"{cls.name}.{callee.name}:{params[0]}"] = p
+        for f in sorted((PKG / d).rglob("*.py")) if (PKG / d).is_dir() else []:
+            text = f.read_text(encoding="utf-8")
+            if not (any(r in text for r in READERS) or "param_dict" in text):
+                continue
+            modname = ".".join(f.relative_to(SITE).with_suffix("").parts)
+            try:
+                mod = importlib.import_module(modname)
+            except Exception:
+                continue
+            out.append((f, mod, ast.parse(text)))
+    return out
+
+
+def _const_rows() -> List[Dict]:
+    """Keys read through get_*_param and direct dict reads, each with its full dotted path where the
+    table it is read from can be traced: from DeepSpeedConfig (runtime/config.py), every call whose
+    first argument is a known table (the whole JSON, param_dict[K], a getter's result, a variable bound
+    to one of those) seeds the callee's first parameter with that path, across modules and
+    self.method calls, until nothing new is found."""
+    out: List[Dict] = []
+    files = _scan_files()
+    fns: Dict[Tuple[str, str], Tuple] = {}  # (file, qualname) -> (fn node, module, Path, class name, methods)
+    for f, mod, tree in files:
+        r = f.relative_to(PKG).as_posix()
         for cls_name, fn in _functions(tree):
-            seed = {k.split(":")[1]: v for k, v in bound.items() if k.split(":")[0] == f"{cls_name}.{fn.name}"}
-            if (not cls_name and fn.name in whole) or (fn.name == "__init__" and cls_name in whole):
-                seed[_first_param(fn)] = []  # called with the whole JSON by DeepSpeedConfig
-            tl = top_level_ok
+            methods = {}
+            if cls_name:
+                cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+                methods = {m.name: r for m in cls.body if isinstance(m, ast.FunctionDef)}
+            fns[(r, f"{cls_name}.{fn.name}" if cls_name else fn.name)] = (fn, mod, f, cls_name, methods)
+    # getters: `return <sub-table of the first parameter>`
+    GETTERS.clear()
+    for key, (fn, mod, f, cls_name, methods) in fns.items():
+        p0 = _first_param(fn)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Return) and node.value is not None and p0:
+                path = _parent(node.value, mod, {p0: []})
+                if path:
+                    GETTERS[key] = path
+    seeds: Dict[Tuple[str, str], set] = {}
+    cfg = PKG / "runtime" / "config.py"
+    cfg_mod = next(m for f, m, _ in files if f == cfg)
+    for name in sorted(_whole_json_callees()):
+        t = _target(ast.Name(id=name), cfg_mod, "", {})
+        if t in fns:
+            seeds.setdefault(t, set()).add(())
+    for (r, qn), param in ROOT_PARAMS.items():
+        seeds.setdefault((r, qn), set()).add(())
+    key_args: Dict[Tuple[str, str], List[Dict]] = {}  # callee -> one {parameter: constant} per call site
+    defaults: Dict[Tuple[str, str], Dict] = {}  # parameter defaults: def f(d, comm_type=KEY, ...)
+    for key, (fn, mod, *_rest) in fns.items():
+        a = fn.args
+        for arg, d in zip(a.args[len(a.args) - len(a.defaults):], a.defaults):
+            v = _const(d, mod, missing=_MISSING)
+            if v is not _MISSING:
+                defaults.setdefault(key, {})[arg.arg] = v
+    work = sorted(seeds)
+    while work:
+        key = work.pop()
+        fn, mod, f, cls_name, methods = fns[key]
+        for path in sorted(seeds[key]):
+            param = ROOT_PARAMS.get(key) or _first_param(fn)
+            parents = _assigned_parents(fn, mod, {param: list(path)}, f == cfg)
+            for node in ast.walk(fn):
+                if not (isinstance(node, ast.Call) and node.args):
+                    continue
+                a = node.args[0].value if isinstance(node.args[0], ast.Starred) else node.args[0]
+                p = _parent(a, mod, parents, f == cfg)
+                t = _target(node.func, mod, cls_name, methods)
+                if p is None or t not in fns:
+                    continue
+                _record_key_args(node, t, fns, mod, key_args)
+                if tuple(p) in seeds.get(t, ()):
+                    continue
+                seeds.setdefault(t, set()).add(tuple(p))
+                work.append(t)
+    for key in sorted(fns):
+        fn, mod, f, cls_name, methods = fns[key]
+        tl = f == cfg
+        for path in sorted(seeds.get(key, ())) or [None]:
+            seed = {} if path is None else {ROOT_PARAMS.get(key) or _first_param(fn): list(path)}
             parents = _assigned_parents(fn, mod, seed, tl)
             for node in ast.walk(fn):
                 if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READERS
                         and len(node.args) >= 3):
                     continue
-                key = _const(node.args[1], mod)
-                if not isinstance(key, str):
-                    continue
-                dflt = _const(node.args[2], mod, missing="computed: " + ast.unparse(node.args[2])[:50])
-                par = _parent(node.args[0], mod, parents, tl)
-                path = ".".join(par + [key]) if par is not None else key
-                out.append(entry("deepspeed-config", path, "json key (constant read)" if par is not None
-                                 else "json key (constant read; parent table not resolved)",
-                                 default=dflt if isinstance(dflt, str) and dflt.startswith("computed") else default_repr(dflt),
-                                 where_=where(f, node.lineno), const=ast.unparse(node.args[1])))
-            if top_level_ok:
-                out += _direct_reads(fn, mod, parents, f)
+                k = _const(node.args[1], mod)
+                pairs = [(k, _const(node.args[2], mod, missing="computed: " + ast.unparse(node.args[2])[:50]))]
+                if not isinstance(k, str):  # the key is a parameter: one row per calling site / default
+                    kp, dp = getattr(node.args[1], "id", ""), getattr(node.args[2], "id", "")
+                    pairs = []
+                    for site in [{}] + key_args.get(key, []):
+                        bound_ = {**defaults.get(key, {}), **site}
+                        if isinstance(bound_.get(kp), str) and (bound_[kp], bound_.get(dp)) not in pairs:
+                            pairs.append((bound_[kp], bound_.get(dp, "computed: " + dp)))
+                for k, dflt in pairs:
+                    par = _parent(node.args[0], mod, parents, tl)
+                    full = ".".join(par + [k]) if par is not None else k
+                    out.append(entry("deepspeed-config", full, "json key (constant read)" if par is not None
+                                     else "json key (constant read; parent table not resolved)",
+                                     default=dflt if isinstance(dflt, str) and dflt.startswith("computed")
+                                     else default_repr(dflt),
+                                     where_=where(f, node.lineno), const=ast.unparse(node.args[1]), fn=key[1]))
+            if tl or path is not None:
+                out += _direct_reads(fn, mod, parents, f, tl, key[1])
     return out
 
 
-def _direct_reads(fn, mod, parents, f) -> List[Dict]:
+def _direct_reads(fn, mod, parents, f, tl=True, fn_name="") -> List[Dict]:
     """Keys runtime/config.py reads straight from the JSON dict (param_dict[K], param_dict.get(K, d),
     K in param_dict) rather than through get_*_param: optimizer, scheduler, bfloat16, ..."""
     out: List[Dict] = []
     for node in ast.walk(fn):
         path, dflt = None, "none at this read (KEY in / [KEY])"
+        if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+            continue  # output[K] = ...: a write to a result dict, not a read of the JSON
         if isinstance(node, (ast.Subscript, ast.Call)):
-            path = _parent(node, mod, parents, True)
+            path = _parent(node, mod, parents, tl)
             if isinstance(node, ast.Call) and path is not None and len(node.args) > 1:
                 d = _const(node.args[1], mod, missing="computed: " + ast.unparse(node.args[1])[:50])
                 dflt = d if isinstance(d, str) and d.startswith("computed") else default_repr(d)
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
-            base = _parent(node.comparators[0], mod, parents, True)
+            base = _parent(node.comparators[0], mod, parents, tl)
             k = _const(node.left, mod)
             path = base + [k] if base is not None and isinstance(k, str) else None
         if path:
             out.append(entry("deepspeed-config", ".".join(path), "json key (read directly)", default=dflt,
-                             where_=where(f, node.lineno)))
+                             where_=where(f, node.lineno), fn=fn_name))
     return out
 
 
@@ -231,6 +329,16 @@ def _parent(node, mod, parents, top_level_ok=False) -> Optional[List[str]]:
         base = _parent(node.value, mod, parents, top_level_ok)
         k = _const(node.slice, mod)
         return base + [k] if base is not None and isinstance(k, str) else None
+    if isinstance(node, ast.Call) and len(node.args) == 1 and ast.unparse(node.func) in COPIES:
+        return _parent(node.args[0], mod, parents, top_level_ok)  # output = copy.copy(sub_table)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "keys" \
+            and not node.args:
+        return _parent(node.func.value, mod, parents, top_level_ok)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args and GETTERS:
+        t = _target(node.func, mod, "", {})
+        if t in GETTERS:
+            base = _parent(node.args[0], mod, parents, top_level_ok)
+            return base + GETTERS[t] if base is not None else None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
         base = _parent(node.func.value, mod, parents, top_level_ok)
         k = _const(node.args[0], mod)
@@ -248,10 +356,14 @@ def config_section() -> List[Dict]:
                           where_=where(src, class_field_lines(src).get((cls, ""))), model=cls))
         rows.extend(_model_rows(top, model, seen))
     names = {r["n"] for r in rows}
+    const: Dict[str, Dict] = {}  # first read of each name, unless a later read states a default
     for r in _const_rows():
-        if r["n"] not in names:
-            names.add(r["n"])
-            rows.append(r)
+        old = const.get(r["n"])
+        if r["n"] not in names and (old is None or (old.get("d", "").startswith("none at this read")
+                                                     and not r.get("d", "").startswith("none at this read"))):
+            const[r["n"]] = r
+    rows.extend(const.values())
+    names |= set(const)
     leaves = {n.rsplit(".", 1)[-1] for n in names}
     for r in _constant_pairs():
         if r["n"] not in leaves:

@@ -313,6 +313,8 @@ def unknown_key(ctx: Context):
         cand = did_you_mean(k, sorted(set(D.TOP_LEVEL_KEYS)))
         if k in ("comms_config",):
             cand = "comms_logger"
+        elif k == "zenflow":  # read only as zero_optimization.zenflow (runtime/zero/config.py)
+            cand = "zero_optimization.zenflow"
         elif k == "monitor_config":
             cand = "tensorboard / wandb / csv_monitor"
         yield ctx.report((k,), f"unknown top-level key {k!r} is silently ignored by deepspeed",
