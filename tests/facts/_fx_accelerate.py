@@ -251,7 +251,50 @@ def launch_and_config(version: str) -> Tuple[List[Dict], List[Dict]]:
         config.append(entry("accelerate-config", f"{table}.{key}",
                             "config key (written by accelerate config; reaches no launch flag)",
                             where_=where(CLUSTER_PY, line), links=links, note=note, attr=attr))
+    config += _flagless_keys({e["n"] for e in config}, set(dests))
     return flags, config
+
+
+def _flagless_keys(have: Set[str], dests: Set[str]) -> List[Dict]:
+    """Nested keys that work from a config file although no launch flag has their name:
+    _validate_launch_command copies every key of fsdp_config / fp8_config onto args (adding the
+    prefix), then utils/launch.py reads some attributes with getattr(args, "fsdp_..."), and
+    setup_fp8_env exports every fp8_* attribute as ACCELERATE_FP8_<NAME>, which the FP8 recipe
+    dataclasses read (utils/dataclasses.py, env_prefix "ACCELERATE_FP8_")."""
+    import re
+    out = []
+    tree = ast.parse(UTILS_LAUNCH_PY.read_text(encoding="utf-8"))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "getattr" and len(n.args) >= 2 \
+                and getattr(n.args[0], "id", "") == "args" and isinstance(n.args[1], ast.Constant):
+            attr = n.args[1].value
+            if isinstance(attr, str) and attr.startswith("fsdp_") and attr not in dests \
+                    and f"fsdp_config.{attr}" not in have:
+                have.add(f"fsdp_config.{attr}")
+                out.append(entry("accelerate-config", f"fsdp_config.{attr}",
+                                 "config key (nested; no launch flag, read from args by the launcher)",
+                                 where_=where(UTILS_LAUNCH_PY, n.lineno), attr=attr,
+                                 aliases=[f"fsdp_config.{attr[len('fsdp_'):]}"],
+                                 note=f"launch copies it onto args.{attr}; utils/launch.py reads it with getattr"))
+    text = DATACLASSES_PY.read_text(encoding="utf-8")
+    prefix_at = [(m.start(), m.group(1)) for m in re.finditer(r'env_prefix = "([A-Z0-9_]+)"', text)]
+    for m in re.finditer(r'env_prefix \+ "([A-Z0-9_]+)"', text):
+        prefix = next((v for at, v in reversed(prefix_at) if at < m.start()), "")
+        name = m.group(1)
+        if prefix != "ACCELERATE_FP8_" or name.startswith("OVERRIDE_"):  # OVERRIDE_*: fp8_override_linear_precision
+            continue
+        attr = "fp8_" + name.lower()
+        if attr in dests or f"fp8_config.{attr}" in have or f"fp8_config.{attr[4:]}" in have:
+            continue
+        have.add(f"fp8_config.{attr}")
+        line = text.count("\n", 0, m.start()) + 1
+        out.append(entry("accelerate-config", f"fp8_config.{attr}",
+                         "config key (nested; no launch flag, exported as a variable)",
+                         where_=where(DATACLASSES_PY, line), attr=attr, aliases=[f"fp8_config.{attr[4:]}"],
+                         links=[f"accelerate-env:{prefix}{name}"],
+                         note=f"launch copies it onto args.{attr}; setup_fp8_env exports {prefix}{name} "
+                              "(only when mixed_precision is fp8), read here"))
+    return out
 
 
 def _line_of(path: Path, needle: str) -> int:

@@ -30,6 +30,7 @@ MODELS = [
     ("hybrid_engine", "deepspeed.runtime.config", "HybridEngineConfig"),
     ("tensor_parallel", "deepspeed.runtime.tensor_parallel.config", "TPTrainingConfig"),
     ("timers.throughput", "deepspeed.utils.config", "DeepSpeedThroughputTimerConfig"),
+    ("weight_quantization", "deepspeed.inference.config", "WeightQuantConfig"),
 ]
 READERS = {"get_scalar_param", "get_list_param", "get_dict_param"}
 SCAN_DIRS = ["runtime", "profiling", "monitor", "utils", "comm", "compression", "elasticity", "autotuning",
@@ -147,6 +148,20 @@ def _record_key_args(call, target, fns, mod, key_args) -> None:
 _MISSING = object()
 
 
+def _dict_loops(fn, mod) -> Dict[str, Tuple[List[Tuple[str, object]], str]]:
+    """`for key, default in CONST_DICT.items():` loops of a function: key variable -> (the constant
+    dict's (key, default) pairs, the default variable), e.g. autotuning's MODEL_INFO_KEY_DEFAULT_DICT."""
+    out = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2 \
+                and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) \
+                and node.iter.func.attr == "items" and all(isinstance(e, ast.Name) for e in node.target.elts):
+            d = _const(node.iter.func.value, mod)
+            if isinstance(d, dict) and all(isinstance(k, str) for k in d):
+                out[node.target.elts[0].id] = (sorted(d.items()), node.target.elts[1].id)
+    return out
+
+
 def _scan_files():
     """(file, module, tree) of every module under SCAN_DIRS that reads config keys."""
     out = []
@@ -233,14 +248,17 @@ def _const_rows() -> List[Dict]:
         for path in sorted(seeds.get(key, ())) or [None]:
             seed = {} if path is None else {ROOT_PARAMS.get(key) or _first_param(fn): list(path)}
             parents = _assigned_parents(fn, mod, seed, tl)
+            loops = _dict_loops(fn, mod)
             for node in ast.walk(fn):
                 if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in READERS
                         and len(node.args) >= 3):
                     continue
                 k = _const(node.args[1], mod)
                 pairs = [(k, _const(node.args[2], mod, missing="computed: " + ast.unparse(node.args[2])[:50]))]
-                if not isinstance(k, str):  # the key is a parameter: one row per calling site / default
-                    kp, dp = getattr(node.args[1], "id", ""), getattr(node.args[2], "id", "")
+                kp, dp = getattr(node.args[1], "id", ""), getattr(node.args[2], "id", "")
+                if not isinstance(k, str) and kp in loops:  # for key, default in KEY_DEFAULT_DICT.items()
+                    pairs = [(lk, lv if loops[kp][1] == dp else "computed: " + dp) for lk, lv in loops[kp][0]]
+                elif not isinstance(k, str):  # the key is a parameter: one row per calling site / default
                     pairs = []
                     for site in [{}] + key_args.get(key, []):
                         bound_ = {**defaults.get(key, {}), **site}

@@ -59,7 +59,8 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
     add("accelerate-config", config, "accelerate",
         "ClusterConfig/BaseConfig dataclass fields (the loader rejects other top-level keys) plus the "
         "nested-table keys that _validate_launch_command copies onto launch flags, plus nested keys the "
-        "accelerate config questionnaire (cluster.py) writes that reach no flag")
+        "accelerate config questionnaire (cluster.py) writes that reach no flag, plus flagless nested keys "
+        "the launcher still reads from args (getattr, fp8_* exports)")
     rows, un = fa.env_section()
     unresolved["accelerate-env"] = un
     add("accelerate-env", rows, "accelerate", "AST scan of accelerate/**.py for environment reads and "
@@ -69,8 +70,9 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
         "accelerate/utils/dataclasses.py and accelerate/parallelism_config.py; env links from __post_init__")
     add("deepspeed-config", fd.config_section(), "deepspeed",
         "pydantic model_fields of the DeepSpeed config models reached from their top-level key, plus "
-        "get_scalar_param/get_list_param/get_dict_param reads of KEY/KEY_DEFAULT constants (table path from "
-        "the reading code), plus the remaining KEY/KEY_DEFAULT pairs of the constants modules")
+        "get_scalar_param/get_list_param/get_dict_param and direct dict reads, each with its full table path "
+        "traced from DeepSpeedConfig through getters and calls (fn: the reading function), plus the remaining "
+        "KEY/KEY_DEFAULT pairs of the constants modules")
     add("deepspeed-launcher", fd.launcher_section(), "deepspeed",
         "deepspeed.launcher.runner.parse_args parser actions")
     rows, un = fd.env_section()

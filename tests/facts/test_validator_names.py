@@ -41,9 +41,8 @@ DS_TOP_ONLY_IN_NAMES = {
     # holds for every config with a zero_optimization table
     "allgather_size",
 }
-# names the scan found only as constants, with no table (autotuning model_info keys read by
-# autotuning/autotuner.py from the profiled model info dict): the scan's remaining gap
-DS_UNRESOLVED = {"hidden_size", "num_layers", "num_params"}
+# names the scan found only as constants, with no table: none left (the set may only shrink)
+DS_UNRESOLVED: set = set()
 
 
 def test_deepspeed_top_level_both_ways():
@@ -91,12 +90,7 @@ def test_deepspeed_strict_blocks_both_ways():
     assert bad == DS_STRICT_GAPS, bad
 
 
-DS_STRICT_GAPS = {
-    # the weight_quantization block (WeightQuantConfig(**param_dict["weight_quantization"]) in
-    # runtime/config.py) is not among the generator's pydantic models yet
-    "weight_quantization": {"only_validator": ["enabled", "num_bits", "post_init_quant", "q_groups", "q_type",
-                                               "quantized_initialization"], "only_names": []},
-}
+DS_STRICT_GAPS: dict = {}
 
 
 # accelerate config file: (validator tuple, table in the file or "" for the top level)
@@ -104,14 +98,7 @@ ACC_TABLES = [("DEEPSPEED_KEYS", "deepspeed_config"), ("FSDP_KEYS", "fsdp_config
               ("PARALLELISM_KEYS", "parallelism_config"), ("FP8_KEYS", "fp8_config"),
               ("DYNAMO_KEYS", "dynamo_config"), ("MEGATRON_KEYS", "megatron_lm_config"),
               ("MPIRUN_KEYS", "mpirun_config")]
-ACC_GAPS = {
-    # keys with no launch flag that _validate_launch_command still copies onto args (setattr of every
-    # nested key), where a later reader picks them up: getattr(args, "fsdp_ignored_modules") in
-    # utils/launch.py -> FSDP_IGNORED_MODULES; fp8_* attributes exported as ACCELERATE_FP8_* and read by
-    # TERecipeKwargs (use_mxfp8_block_scaling). The generator lists only flag-fed and questionnaire keys.
-    "fsdp_config": {"only_validator": ["fsdp_ignored_modules"], "only_names": []},
-    "fp8_config": {"only_validator": ["fp8_use_mxfp8_block_scaling"], "only_names": []},
-}
+ACC_GAPS: dict = {}  # none left (the dict may only shrink)
 PREFIX = {"fsdp_config": "fsdp", "fp8_config": "fp8", "dynamo_config": "dynamo_"}
 
 
@@ -138,3 +125,45 @@ def test_accelerate_config_tables_both_ways():
     if top != keys:
         bad[""] = {"only_validator": sorted(keys - top), "only_names": sorted(top - keys)}
     assert bad == ACC_GAPS, bad
+
+
+def _same_default(spec_default, names_default):
+    if repr(spec_default) == names_default:
+        return True
+    try:  # 0 and 0.0 (pydantic keeps a default as written: fp16.loss_scale = 0 in a float field)
+        return float(spec_default) == float(names_default)
+    except (TypeError, ValueError):
+        return False
+
+
+def test_strict_block_defaults_agree():
+    """Every default the validator states for a pydantic (strict) block field is the one the model
+    declares (names.json reads it from the model class)."""
+    by_name = {n: e for e in NAMES if e["s"] == "deepspeed-config" for n in [e["n"], *e.get("a", [])]}
+    bad, checked = [], 0
+    for spec, path in DS["strict_blocks"].values():
+        for field, v in DS["fields"].get(spec, {}).items():
+            if "default" in v:
+                e = by_name[".".join(path + [field])]
+                checked += 1
+                if not _same_default(v["default"], e.get("d")):
+                    bad.append((".".join(path + [field]), v["default"], e.get("d")))
+    assert checked > 100 and not bad, bad
+
+
+def test_accelerate_fsdp_launch_defaults_agree():
+    by_name = {e["n"]: e for e in NAMES if e["s"] == "accelerate-config"}
+    d = _ACC["dicts"]["FSDP_LAUNCH_DEFAULTS"]
+    bad = {k: (v, by_name[f"fsdp_config.{k}"].get("d")) for k, v in d.items()
+           if repr(v) != by_name[f"fsdp_config.{k}"].get("d")}
+    assert len(d) >= 10 and not bad, bad
+
+
+def test_validator_points_a_top_level_zenflow_to_zero_optimization(tmp_path):
+    import subprocess
+    import sys
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({"train_batch_size": 8, "zenflow": {"topk_ratio": 0.1}}))
+    p = subprocess.run([sys.executable, str(VAL.parent / "validate_backend_config.py"), "--format", "deepspeed",
+                        str(cfg)], capture_output=True, text=True, timeout=60)
+    assert "'zenflow' is silently ignored" in p.stdout and "zero_optimization.zenflow" in p.stdout, p.stdout
