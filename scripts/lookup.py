@@ -86,7 +86,7 @@ def coverage_line(data, name=""):
     line = (f"searched: {searched} (plus the transformers 4.57.1 -> 5 TrainingArguments diff). Not indexed: "
             f"C++-side environment variables ({', '.join(ni.get('cxx_env_prefixes', []))}...), names built at run "
             f"time that the source scan could not resolve ({sum(ni.get('unresolved_env_reads', {}).values())} env "
-            f"reads, listed by --list-sections --output json), DeepSpeed keys read outside its config models and get_*_param calls, and packages other "
+            f"reads, listed by --list-sections --output json), DeepSpeed keys read only outside the DeepSpeedConfig call tree (by the engine or an op at run time), and packages other "
             f"than these four.")
     free = data.get("free_tables", {})
     if "." in name and name.split(".", 1)[0] in free.get("tables", []):
