@@ -146,6 +146,14 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
 
+def _timeout_fallback(fc) -> bool:
+    """A collective timeout the catalog calls cascade (gloo's 'Timed out waiting ...ms', a watchdog line
+    after another rank's error) still becomes the root cause when no rank printed a real failure: it
+    outweighs (or, as earlier, ties with) the launcher's plain exit summary, while a rank killed by a
+    signal (SIGKILL, SIGSEGV) outweighs it."""
+    return fc is not None and fc.id == "watchdog-timeout"
+
+
 class _Triage:
     """Streaming state: open tracebacks per prefix rank, candidates for the root cause, findings."""
 
@@ -277,7 +285,7 @@ class _Triage:
         """Record a failure line outside a traceback according to its role."""
         if entry is not None and entry.role != "root":
             rec = self._record(line_no, rank, s, entry, fc, g, entry.role)
-            if kind == "fallback" or (fc is not None and fc.role == "fallback"):
+            if kind == "fallback" or (fc is not None and fc.role == "fallback") or _timeout_fallback(fc):
                 self._fallback(rec)
             else:
                 self._note_secondary(rec)
@@ -472,7 +480,7 @@ class _Triage:
         pending = state["pending"]
         if entry is not None and entry.role != "root":
             rec = self._record(line_no, rank, s, entry, fc, g, entry.role)
-            if kind == "fallback":
+            if kind == "fallback" or _timeout_fallback(fc):
                 self._fallback(rec)
             else:
                 self._note_secondary(rec)
