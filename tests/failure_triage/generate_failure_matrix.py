@@ -113,8 +113,8 @@ dist.init_process_group("gloo", timeout=T(seconds=5))
 t = torch.ones(2)
 dist.all_reduce(t) if rank == 0 else dist.broadcast(t, src=0)
 ''', {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, [], 60),
-    "master-unreachable": ("python", "rank 1 (env://, no launcher) connects to a MASTER_PORT nobody listens on, timeout=2 s", PRE + '''
-dist.init_process_group("gloo", timeout=T(seconds=2))
+    "master-unreachable": ("python", "rank 1 (env://, no launcher) connects to a MASTER_PORT nobody listens on, timeout=1 s", PRE + '''
+dist.init_process_group("gloo", timeout=T(seconds=1))
 ''', {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "<freeport>"}, [], 60),
     "master-no-peers": ("python", "rank 0 (env://, no launcher) waits for a rank 1 that never starts, timeout=3 s", PRE + '''
 dist.init_process_group("gloo", timeout=T(seconds=3))
@@ -158,11 +158,12 @@ m = nn.parallel.DistributedDataParallel(M())
 for _ in range(2):
     m(torch.randn(1, 2)).sum().backward()
 ''', {}, [], 60),
-    "ddp-find-unused-none": ("torchrun", "DDP(find_unused_parameters=True), every parameter used", PRE + '''
+    "ddp-find-unused-none": ("torchrun", "DDP(find_unused_parameters=True), every parameter used, 2 steps", PRE + '''
 import torch.nn as nn
 dist.init_process_group("gloo", timeout=T(seconds=5))
 m = nn.parallel.DistributedDataParallel(nn.Linear(2, 2), find_unused_parameters=True)
-m(torch.randn(1, 2)).sum().backward()
+for _ in range(2):
+    m(torch.randn(1, 2)).sum().backward()
 dist.destroy_process_group()
 ''', {}, [], 60),
     "accelerate-bad-config": ("accelerate launch", "`--config_file` whose distributed_type is not a DistributedType", "print('never runs')\n",

@@ -1,0 +1,83 @@
+"""sub-skills/failure-triage/references/failure-matrix.md is generated from real runs:
+generate_failure_matrix.py provoked each failure in a 1-2 process gloo job (torchrun, accelerate
+launch, the deepspeed launcher, a plain interpreter) and kept the logs in failure_matrix/. The page's
+block must equal what render() gives from those logs; triage_log.py must classify every log as the
+failure it is (EXPECTED, by class and root line); the cheapest cases run live to show the fixtures
+still match the pinned torch."""
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generate_failure_matrix as gen  # noqa: E402
+
+# case -> (triage class of the root cause, text the root line holds, rank of the root line or None)
+EXPECTED = {
+    "raise-torchrun": ("python-exception", "ValueError: bad batch on rank 1", 1),
+    "raise-accelerate": ("python-exception", "ValueError: bad batch on rank 1", 1),
+    "raise-deepspeed": ("python-exception", "ValueError: bad batch on rank 1", 1),
+    "sigkill-torchrun": ("signal-kill", "failed (exitcode: -9) local_rank: 1", None),
+    "sigsegv-torchrun": ("segfault", "failed (exitcode: -11) local_rank: 1", None),
+    "timeout-gloo": ("watchdog-timeout", "Timed out waiting 3000ms for recv", 0),
+    "timeout-nccl-env": ("watchdog-timeout", "Timed out waiting 3000ms for recv", 0),
+    "timeout-monitored-barrier": ("c10d-error", "Rank 1 failed to pass monitoredBarrier", 0),
+    # gloo without DETAIL: rank 0 finishes (exit 0), rank 1 only sees the closed connection; the
+    # launcher's root-cause block (rank 1, exit 1) is all the log has
+    "shape-mismatch": ("launcher-exit", "rank 1 exitcode 1", 1),
+    "shape-mismatch-detail": ("python-exception", "Detected mismatch between collectives on ranks", 1),
+    "op-mismatch": ("watchdog-timeout", "Timed out waiting 5000ms for recv", 0),
+    "op-mismatch-detail": ("python-exception", "Detected mismatch between collectives on ranks", 0),
+    "master-unreachable": ("c10d-store", "The client socket has timed out", None),
+    "master-no-peers": ("c10d-store", "DistStoreError: Timed out after", None),
+    "port-in-use": ("c10d-store", "DistNetworkError: The server socket has failed to listen", None),
+    "world-size-mismatch": ("c10d-store", "DistStoreError: wait timeout after 3000ms", None),
+    "init-twice": ("python-exception", "trying to initialize the default process group twice", 0),
+    "no-destroy": (None, "", None),
+    "ckpt-none-state-dict": ("python-exception", "'NoneType' object has no attribute 'items'", 1),
+    "ckpt-mismatched-keys": (None, "", None),
+    "ddp-unused": ("python-exception", "Expected to have finished reduction in the prior iteration", 1),
+    "ddp-find-unused-none": (None, "", None),
+    "accelerate-bad-config": ("python-exception", "'MULTI_CPUS' is not a valid DistributedType", None),
+}
+
+
+def _block(doc: str) -> str:
+    start, end = "<!-- generated: failure matrix -->\n", "\n<!-- end generated -->"
+    assert start in doc
+    return doc.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_page_is_the_generated_one():
+    assert _block(gen.DOC.read_text(encoding="utf-8")) == gen.render()
+
+
+def test_every_case_has_a_fixture_and_an_expectation():
+    meta = json.loads((gen.FIX / "cases.json").read_text())
+    assert set(meta) == set(gen.CASES) == set(EXPECTED)
+    for case in gen.CASES:
+        assert (gen.FIX / f"{case}.log").stat().st_size < 20000, case
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_triage_classifies_the_log(case):
+    cls, text, rank = EXPECTED[case]
+    got = gen.triage(gen.FIX / f"{case}.log")
+    assert (got["class"], got["rank"]) == (cls, rank), (case, got)
+    assert text in (got["text"] or ""), (case, got)
+
+
+def test_live_cases_match_the_fixtures():
+    """Rerun the cheapest cases with the pinned packages: same launcher exit code, same exceptions
+    in the same order from the same process, same triage class."""
+    with ThreadPoolExecutor(max_workers=len(gen.LIVE)) as pool:
+        live = dict(zip(gen.LIVE, pool.map(gen.run_case, gen.LIVE)))
+    meta = json.loads((gen.FIX / "cases.json").read_text())
+    for case, (rc, text) in live.items():
+        fixture = (gen.FIX / f"{case}.log").read_text(encoding="utf-8")
+        assert rc == meta[case], case
+        assert [e[1:] for e in gen.read_log(text)["excs"]] == [e[1:] for e in gen.read_log(fixture)["excs"]], case
