@@ -81,3 +81,42 @@ def test_live_cases_match_the_fixtures():
         fixture = (gen.FIX / f"{case}.log").read_text(encoding="utf-8")
         assert rc == meta[case], case
         assert [e[1:] for e in gen.read_log(text)["excs"]] == [e[1:] for e in gen.read_log(fixture)["excs"]], case
+
+
+def _log(case):
+    return (gen.FIX / f"{case}.log").read_text(encoding="utf-8")
+
+
+def test_rules_stated_on_the_page():
+    """The 'Rules the rows support' section, checked on the logs it is written from."""
+    meta = json.loads((gen.FIX / "cases.json").read_text())
+    # the launcher's summary comes after the failing rank's exception; the launcher exits 1 even for signals
+    for case in ("raise-torchrun", "raise-accelerate", "sigkill-torchrun", "sigsegv-torchrun"):
+        info = gen.read_log(_log(case))
+        assert info["excs"][0][0] < info["summary"] and info["excs"][-1][2] == "launcher", case
+        assert meta[case] == 1, case
+    assert "exits with return code = 1" in _log("raise-deepspeed")
+    assert gen.read_log(_log("raise-deepspeed"))["excs"][-1][1] == "RuntimeError"  # no launcher traceback
+    # a rank killed by a signal prints no exception of its own
+    for case, sig in (("sigkill-torchrun", "Signal 9 (SIGKILL)"), ("sigsegv-torchrun", "Signal 11 (SIGSEGV)")):
+        assert [e[2] for e in gen.read_log(_log(case))["excs"]] == ["rank 0", "launcher"] and sig in _log(case)
+    # NCCL-only variables change nothing on gloo
+    strip = lambda case: [e[1:] for e in gen.read_log(_log(case))["excs"]]  # noqa: E731
+    assert strip("timeout-gloo") == strip("timeout-nccl-env")
+    # shape mismatch without DETAIL: rank 0 exits 0, only rank 1 raises; with DETAIL both name the mismatch
+    assert "exitcode  : 1" in _log("shape-mismatch") and "<NO_OTHER_FAILURES>" in _log("shape-mismatch")
+    assert [e[2] for e in gen.read_log(_log("shape-mismatch"))["excs"]][:1] == ["rank 1"]
+    assert "Detected mismatch" not in _log("shape-mismatch") + _log("op-mismatch")
+    for case in ("shape-mismatch-detail", "op-mismatch-detail"):
+        assert _log(case).count("Detected mismatch between collectives on ranks") == 2, case
+    # store failures are torch.distributed classes; the busy port fails in the launcher
+    assert gen.read_log(_log("port-in-use"))["excs"][0][1:] == ("torch.distributed.DistNetworkError", "launcher")
+    assert "EADDRINUSE" in _log("port-in-use")
+    assert gen.read_log(_log("master-unreachable"))["excs"][0][1] == "torch.distributed.DistNetworkError"
+    for case in ("master-no-peers", "world-size-mismatch"):
+        assert gen.read_log(_log(case))["excs"][0][1] == "torch.distributed.DistStoreError", case
+    # runs that end well: no destroy (gloo: no warning), DCP keys per rank (union), find_unused with none unused
+    assert meta["no-destroy"] == meta["ckpt-mismatched-keys"] == meta["ddp-find-unused-none"] == 0
+    assert not gen.read_log(_log("no-destroy"))["warns"] and "destroy" not in _log("no-destroy")
+    assert _log("ckpt-mismatched-keys").count("saved ['a', 'b']") == 2
+    assert _log("ddp-find-unused-none").count("find_unused_parameters=True was specified in DDP constructor") == 2
