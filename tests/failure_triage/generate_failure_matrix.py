@@ -74,6 +74,13 @@ if rank == 1:
     os.kill(os.getpid(), signal.SIGSEGV)
 dist.all_reduce(torch.ones(1))
 ''', {}, [], 60),
+    "sigkill-deepspeed": ("deepspeed", "rank 1 killed by SIGKILL under the deepspeed launcher", PRE + '''
+import signal
+dist.init_process_group("gloo")
+if rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+dist.all_reduce(torch.ones(1))
+''', {}, [], 120),
     "timeout-gloo": ("torchrun", "rank 1 skips an all_reduce (timeout=3 s); it sleeps 8 s, then exits", PRE + '''
 dist.init_process_group("gloo", timeout=T(seconds=3))
 if rank == 0:
@@ -168,6 +175,8 @@ dist.destroy_process_group()
 ''', {}, [], 60),
     "accelerate-bad-config": ("accelerate launch", "`--config_file` whose distributed_type is not a DistributedType", "print('never runs')\n",
                               {}, ["--config_file", "<cfg>"], 60),
+    "accelerate-missing-config": ("accelerate launch", "`--config_file` names a file that does not exist", "print('never runs')\n",
+                                  {}, ["--config_file", "<tmp>/missing.yaml"], 60),
 }
 # the cheapest cases, re-run by the test against the pinned packages
 LIVE = ("init-twice", "master-unreachable")
@@ -196,7 +205,8 @@ def command(case: str, tmp: str, busy_port: int | None = None) -> tuple[list[str
     script = os.path.join(tmp, "train.py")
     Path(script).write_text(code)
     port = str(free_port())
-    extra = [a.replace("<busyport>", str(busy_port)).replace("<cfg>", os.path.join(tmp, "cfg.yaml")) for a in extra]
+    extra = [a.replace("<busyport>", str(busy_port)).replace("<cfg>", os.path.join(tmp, "cfg.yaml"))
+             .replace("<tmp>", tmp) for a in extra]
     env = {k: v.replace("<freeport>", port) for k, v in env.items()}
     if launcher == "torchrun":
         args = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]

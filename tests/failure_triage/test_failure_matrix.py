@@ -23,12 +23,13 @@ EXPECTED = {
     "raise-deepspeed": ("python-exception", "ValueError: bad batch on rank 1", 1),
     "sigkill-torchrun": ("signal-kill", "failed (exitcode: -9) local_rank: 1", None),
     "sigsegv-torchrun": ("segfault", "failed (exitcode: -11) local_rank: 1", None),
+    "sigkill-deepspeed": ("signal-kill", "exits with return code = -9", None),
     "timeout-gloo": ("watchdog-timeout", "Timed out waiting 3000ms for recv", 0),
     "timeout-nccl-env": ("watchdog-timeout", "Timed out waiting 3000ms for recv", 0),
     "timeout-monitored-barrier": ("c10d-error", "Rank 1 failed to pass monitoredBarrier", 0),
-    # gloo without DETAIL: rank 0 finishes (exit 0), rank 1 only sees the closed connection; the
-    # launcher's root-cause block (rank 1, exit 1) is all the log has
-    "shape-mismatch": ("launcher-exit", "rank 1 exitcode 1", 1),
+    # gloo without DETAIL: rank 0 finishes (exit 0), rank 1 only sees the closed connection, which
+    # stands in for the launcher's root-cause block (the same rank) with its entry's cause: a peer left
+    "shape-mismatch": ("python-exception", "Connection closed by peer", 1),
     "shape-mismatch-detail": ("python-exception", "Detected mismatch between collectives on ranks", 1),
     "op-mismatch": ("watchdog-timeout", "Timed out waiting 5000ms for recv", 0),
     "op-mismatch-detail": ("python-exception", "Detected mismatch between collectives on ranks", 0),
@@ -43,6 +44,7 @@ EXPECTED = {
     "ddp-unused": ("python-exception", "Expected to have finished reduction in the prior iteration", 1),
     "ddp-find-unused-none": (None, "", None),
     "accelerate-bad-config": ("python-exception", "'MULTI_CPUS' is not a valid DistributedType", None),
+    "accelerate-missing-config": ("python-exception", "The passed configuration file", None),
 }
 
 
@@ -97,6 +99,8 @@ def test_rules_stated_on_the_page():
         assert meta[case] == 1, case
     assert "exits with return code = 1" in _log("raise-deepspeed")
     assert gen.read_log(_log("raise-deepspeed"))["excs"][-1][1] == "RuntimeError"  # no launcher traceback
+    # the deepspeed launcher passes a signal death on as sys.exit(-9): the shell sees 247
+    assert "exits with return code = -9" in _log("sigkill-deepspeed") and meta["sigkill-deepspeed"] == 247
     # a rank killed by a signal prints no exception of its own
     for case, sig in (("sigkill-torchrun", "Signal 9 (SIGKILL)"), ("sigsegv-torchrun", "Signal 11 (SIGSEGV)")):
         assert [e[2] for e in gen.read_log(_log(case))["excs"]] == ["rank 0", "launcher"] and sig in _log(case)
