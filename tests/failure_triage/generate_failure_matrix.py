@@ -348,7 +348,7 @@ def render(fix: Path = FIX) -> str:
         index.append(f"| [{case}](#{case}) | {launcher} | {what} | {rc} | "
                      + (f"`{first[1]}` ({first[2]})" if first else "none") + f" | {tri['class'] or 'none'} |")
         if info["summary"] and first:
-            pos = (f"first exception line {first[0]} is {'before' if first[0] < info['summary'] else 'after'} "
+            pos = (f"first exception at line {first[0]}, {'before' if first[0] < info['summary'] else 'after'} "
                    f"the launcher summary (line {info['summary']})")
         elif info["summary"]:
             pos = f"no exception line; launcher summary at line {info['summary']}"
@@ -357,16 +357,15 @@ def render(fix: Path = FIX) -> str:
         lines = text.splitlines()
         first_line = lines[first[0] - 1] if first else (info["warns"][0][1] if info["warns"] else "(no error line)")
         rows += [f"### {case}", "",
-                 f"- launcher: {launcher}; fails: {what}; log lines: {info['n']}",
-                 f"- exit codes: launcher {rc}; worker codes/signals the log reports: "
-                 + (", ".join(f"`{c}`" for c in dict.fromkeys(info["codes"])) or "none"),
-                 f"- exceptions in order (who printed them): " + (", ".join(classes) or "none"),
-                 f"- first distinctive line: {_cell(first_line)}",
-                 f"- position: {pos}",
-                 f"- warnings: " + (", ".join(f"line {n}: {_cell(w, 90)}" for n, w in info["warns"][:2]) or "none"),
-                 f"- triage_log.py: class `{tri['class']}`, signature `{tri['signature']}`, exit {tri['rc']}, root line "
+                 f"- exit: launcher {rc}; worker codes in the log: "
+                 + (", ".join(f"`{c}`" for c in dict.fromkeys(info["codes"])) or "none") + f"; {info['n']} lines",
+                 f"- exceptions (who): " + (", ".join(classes) or "none"),
+                 f"- first line: {_cell(first_line, 100)}; {pos}"]
+        if info["warns"]:
+            rows.append(f"- first warning: line {info['warns'][0][0]}: {_cell(info['warns'][0][1], 90)}")
+        rows += [f"- triage_log.py: `{tri['class']}`, signature `{tri['signature']}`, exit {tri['rc']}, line "
                  f"{tri['line']}" + (f" (rank {tri['rank']})" if tri["rank"] is not None else "")
-                 + (f": {_cell(tri['text'])}" if tri["text"] else ""),
+                 + (f": {_cell(tri['text'], 100)}" if tri["text"] else ""),
                  ""]
     return "\n".join(index) + "\n\n" + "\n".join(rows).rstrip() + "\n"
 
