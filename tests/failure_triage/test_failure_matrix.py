@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _repro as R  # noqa: E402
 import generate_failure_matrix as gen  # noqa: E402
 
 # case -> (triage class of the root cause, text the root line holds, rank of the root line or None)
@@ -46,6 +47,30 @@ EXPECTED = {
     "accelerate-bad-config": ("python-exception", "'MULTI_CPUS' is not a valid DistributedType", None),
     "accelerate-missing-config": ("python-exception", "The passed configuration file", None),
 }
+
+
+# case -> the catalog entry its captured log reproduces (the line the catalog's matcher gives it)
+REPRODUCED = {
+    "sigkill-torchrun": "os-sigkill-oom-killer",
+    "sigsegv-torchrun": "os-segfault",
+    "timeout-gloo": "torch-gloo-timeout",
+    "timeout-monitored-barrier": "torch-monitored-barrier-failed",
+    "shape-mismatch": "torch-gloo-peer-connection-lost",
+    "shape-mismatch-detail": "torch-collective-mismatch-detected",
+    "master-unreachable": "torch-store-client-connect-timeout",
+    "master-no-peers": "torch-store-clients-timeout",
+    "port-in-use": "torch-store-port-in-use",
+    "world-size-mismatch": "torch-store-init-wait-timeout",
+    "init-twice": "torch-pg-initialized-twice",
+    "ddp-unused": "torch-ddp-unused-parameters",
+    "accelerate-missing-config": "accelerate-launch-config-file-missing",
+}
+
+
+@pytest.mark.parametrize("case,sig", [pytest.param(case, sig, marks=pytest.mark.reproduces(sig), id=case)
+                                      for case, sig in REPRODUCED.items()])
+def test_fixture_reproduces_its_catalog_entry(case, sig):
+    R.assert_reproduced((gen.FIX / f"{case}.log").read_text(encoding="utf-8"), sig)
 
 
 def _block(doc: str) -> str:
