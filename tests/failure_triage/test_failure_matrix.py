@@ -132,6 +132,9 @@ def test_rules_stated_on_the_page():
     # NCCL-only variables change nothing on gloo
     strip = lambda case: [e[1:] for e in gen.read_log(_log(case))["excs"]]  # noqa: E731
     assert strip("timeout-gloo") == strip("timeout-nccl-env")
+    # the rank that skipped the collective is SIGTERMed by torchrun after the waiting rank's timeout
+    for case in ("timeout-gloo", "timeout-nccl-env"):
+        assert "rank      : 1 (local_rank: 1)\n  exitcode  : -15" in _log(case), case
     # shape mismatch without DETAIL: rank 0 exits 0, only rank 1 raises; with DETAIL both name the mismatch
     assert "exitcode  : 1" in _log("shape-mismatch") and "<NO_OTHER_FAILURES>" in _log("shape-mismatch")
     assert [e[2] for e in gen.read_log(_log("shape-mismatch"))["excs"]][:1] == ["rank 1"]
