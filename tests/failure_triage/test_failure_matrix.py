@@ -64,6 +64,7 @@ REPRODUCED = {
     "init-twice": "torch-pg-initialized-twice",
     "ddp-unused": "torch-ddp-unused-parameters",
     "accelerate-missing-config": "accelerate-launch-config-file-missing",
+    "accelerate-bad-config": "accelerate-config-enum-invalid",
 }
 
 
