@@ -96,7 +96,9 @@ FLIGHT_RECORDER_NAMES = {
     "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": ("nccl", "ProcessGroupNCCL.cpp HeartbeatMonitor::HeartbeatMonitor"),
 }
 # Spans that are shell commands, file names or values rather than names to look up.
-NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss", "E1201", "MESSAGE"}  # E1201: a glog level+date; MESSAGE: a placeholder
+NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss", "E1201", "MESSAGE",  # E1201: a glog level+date; MESSAGE: a placeholder
+             "unbound_buffer", "EADDRINUSE", "MULTI_CPUS",  # failure-matrix.md: a gloo source file, an errno name, the invalid value it feeds
+             "--run", "--write"}  # the options of tests/failure_triage/generate_failure_matrix.py
 
 
 def _spans(text: str) -> list[str]:
@@ -142,7 +144,13 @@ def _names(span: str) -> list[str]:
 def test_every_signature_id_named_in_the_docs_exists():
     missing = []
     for doc in DOCS:
-        for span in _spans(doc.read_text()):
+        text = doc.read_text()
+        if "<!-- generated: failure matrix -->" in text:
+            # the rows quote real logs verbatim (timestamps, pids, paths); test_failure_matrix.py
+            # holds them to the captured runs, so only the hand-written part is checked here
+            head, rest = text.split("<!-- generated: failure matrix -->", 1)
+            text = head + rest.split("<!-- end generated -->", 1)[1]
+        for span in _spans(text):
             for tok in re.findall(r"\b[a-z0-9]+(?:-[a-z0-9]+){2,}\b", span):
                 if tok.startswith(PREFIXES) and tok not in CATALOG_IDS:
                     missing.append((doc.name, tok))
@@ -179,7 +187,13 @@ def _unknown_names(corpus):
     unknown = []
     own = _own_names()
     for doc in DOCS:
-        for span in _spans(doc.read_text()):
+        text = doc.read_text()
+        if "<!-- generated: failure matrix -->" in text:
+            # the rows quote real logs verbatim (timestamps, pids, paths); test_failure_matrix.py
+            # holds them to the captured runs, so only the hand-written part is checked here
+            head, rest = text.split("<!-- generated: failure matrix -->", 1)
+            text = head + rest.split("<!-- end generated -->", 1)[1]
+        for span in _spans(text):
             if span.startswith(("python3 ", "python ", "sub-skills/", "../")) or span in NOT_NAMES:
                 continue
             if "/" in span and " " not in span and not span.startswith("-"):

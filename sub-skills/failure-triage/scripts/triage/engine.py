@@ -146,6 +146,23 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
 
+def _timeout_fallback(fc) -> bool:
+    """A collective timeout the catalog calls cascade (gloo's 'Timed out waiting ...ms', a watchdog line
+    after another rank's error) still becomes the root cause when no rank printed a real failure: it
+    ties with the launcher's plain exit summary (and comes before it), while a rank killed by a signal
+    (SIGKILL, SIGSEGV) outweighs it."""
+    return fc is not None and fc.id == "watchdog-timeout"
+
+
+def _stands_in(rec: dict, fc) -> dict:
+    """Make a rank's cascade-labelled exception (a timeout, gloo's 'Connection closed by peer') a fallback
+    as strong as the launcher's exit summary; promoted, it keeps its entry's cause and fix, which say
+    what the line is a consequence of (a peer that left, one that never joined)."""
+    rec["_w"] = max(rec["_w"], 2)
+    rec["_keep"] = True
+    return rec
+
+
 class _Triage:
     """Streaming state: open tracebacks per prefix rank, candidates for the root cause, findings."""
 
@@ -279,6 +296,8 @@ class _Triage:
             rec = self._record(line_no, rank, s, entry, fc, g, entry.role)
             if kind == "fallback" or (fc is not None and fc.role == "fallback"):
                 self._fallback(rec)
+            elif entry.role == "cascade" and _timeout_fallback(fc):
+                self._fallback(_stands_in(rec, fc))
             else:
                 self._note_secondary(rec)
             return rec
@@ -472,7 +491,10 @@ class _Triage:
         pending = state["pending"]
         if entry is not None and entry.role != "root":
             rec = self._record(line_no, rank, s, entry, fc, g, entry.role)
-            if kind == "fallback":
+            if kind != "fallback" and entry.role == "cascade" and (
+                    _timeout_fallback(fc) or (fc is not None and fc.id == "python-exception")):
+                self._fallback(_stands_in(rec, fc))
+            elif kind == "fallback":
                 self._fallback(rec)
             else:
                 self._note_secondary(rec)
@@ -552,7 +574,7 @@ class _Triage:
                 fc = grammar.BY_ID[promoted["class"]]
                 if promoted["signature"] is not None and self.cat.by_id[promoted["signature"]].role != "root":
                     root["signature"] = None
-                if root["signature"] is None:
+                if root["signature"] is None and not promoted.get("_keep"):
                     # a launcher's plain exit says only that the rank's own output is missing; a
                     # signal, a crash or a watchdog echo says what to do by its class
                     cause, fix = ((_CASCADE_ONLY_CAUSE, _CASCADE_ONLY_FIX) if fc.id == "launcher-exit"

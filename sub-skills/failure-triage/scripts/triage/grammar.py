@@ -455,6 +455,9 @@ def c10d_store(s):
 
 
 _C10D_GLOG = _Lazy(r"^\[?[EF][01]\d{3} \d\d:\d\d|^\[[EF] (?:[\w./-]+\.(?:cpp|cc|hpp|h)):\d+\]")
+# torch's Python loggers (torch.distributed.elastic, torch >= 2.2) print the same glog header with a .py
+# source: those are launcher lines (launcher-exit), not the C++ layer
+_PY_GLOG = _Lazy(r"^\[?[EF][01]\d{3} [\d:.]+ +\d+ [\w./-]+\.py:\d+\]")
 _C10D_ECHO = _Lazy(r"Some NCCL operations have failed or timed out|To avoid data inconsistency|"
                         r"communicator was aborted|detected by watchdog at work|watchdog thread terminated with "
                         r"exception|Process group watchdog thread terminated|Stack trace of the failed collective|"
@@ -493,8 +496,9 @@ def c10d_error(s):
     | [E1201 12:00:01.123 TCPStore.cpp:120] [c10d] Some store error
     Not:
     | [I1201 12:00:01.123 ProcessGroupNCCL.cpp:900] [PG 0 Rank 0] ProcessGroupNCCL initialization options
+    | E1206 02:43:58.400000 20431 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 20461) of binary: /usr/bin/python
     """
-    return {} if _C10D_GLOG.search(s) else None
+    return {} if _C10D_GLOG.search(s) and not _PY_GLOG.search(s) else None
 
 
 # --------------------------------------------------------------------------- CUDA
