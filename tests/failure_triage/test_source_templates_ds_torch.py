@@ -24,7 +24,8 @@ PINNED = {"deepspeed": "0.19.8", "torch": "2.13.0"}
 LIBRARIES = {"deepspeed", "torch", "nccl", "cuda", "os", "python"}
 ROLES = {"root", "cascade", "warning"}
 REFERENCES = {"reading-logs", "startup-and-config", "runtime-errors", "hangs-and-timeouts", "out-of-memory",
-              "build-failures", "checkpoints-and-resume", "numerics", "generation-under-sharding", "multi-node"}
+              "build-failures", "checkpoints-and-resume", "numerics", "generation-under-sharding", "multi-node",
+              "failure-matrix"}
 KEYS = {"id", "library", "versions", "role", "pattern", "example", "source", "cause", "fix", "reference"}
 
 
