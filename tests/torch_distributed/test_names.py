@@ -210,6 +210,7 @@ _os = importlib.import_module("os")
 CALLABLES.update({"os.sched_getaffinity": getattr(_os, "sched_getaffinity", None), "os.cpu_count": _os.cpu_count})
 OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.config_args").ClusterConfig.__dataclass_fields__
               if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
+OTHER_API |= {"ConnectionError"}   # Python's builtin, raised by accelerate's port check (multinode-rank-matrix.md)
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
 
@@ -273,7 +274,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 12 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md (+ torchtitan)
+    assert len(DOCS) == 13 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
