@@ -9,7 +9,7 @@ all-reduce their rank). Failing cases record each launcher's exit code, the last
 it printed and how long it ran.
 
 python tests/torch_distributed/_multinode_matrix.py capture      run every case, write the capture JSON (~2-4 min)
-python tests/torch_distributed/_multinode_matrix.py capture ID.. run the named cases only, print their JSON
+python tests/torch_distributed/_multinode_matrix.py capture ID.. rerun the named cases only, update them in the capture
 python tests/torch_distributed/_multinode_matrix.py render       print the generated block from the capture
 """
 from __future__ import annotations
@@ -47,6 +47,16 @@ if mode in ("slurm", "env"):
     env["all_reduce(rank)"] = str(int(t.item()))
     env["get_rank()"] = str(dist.get_rank())
     dist.destroy_process_group()
+if mode.startswith("save"):      # Accelerate save_state into this node's own folder (node-local disk)
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import ProjectConfiguration
+    acc = Accelerator(cpu=True, project_config=ProjectConfiguration(project_dir=".", save_on_each_node=mode == "save_each"))
+    model, opt = acc.prepare(torch.nn.Linear(2, 2), torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
+    acc.save_state("ckpt")
+    acc.wait_for_everyone()
+    env["files in ckpt/"] = ",".join(sorted(os.listdir("ckpt")))
+    acc.end_training()
 with open(os.path.join(os.environ["MNM_OUT"], "%%s.%%s.json" %% (os.environ["MNM_NODE"], os.getpid())), "w") as f:
     json.dump(env, f)
 ''' % {"keys": KEYS}
@@ -116,6 +126,10 @@ CASES = [
       (TR, C10D + " --nnodes 3 --rdzv-id job7 --rdzv-conf join_timeout=8", {}, 2, "dump")]),
     ("slurm-missing", "SLURM", "mistake: env://, task 1 never starts (init_process_group timeout=20 s)",
      [(PY, "", {**SLURM, "SLURM_PROCID": "0", "SLURM_NODEID": "0"}, 0, "slurm")]),
+    ("save-default", "torchrun + Accelerator", "`save_state` on node-local disks, `save_on_each_node` off (DDP path, `Accelerator(cpu=True)`, each node its own folder)",
+     [(TR, STATIC + " --node-rank 0", {}, 0, "save"), (TR, STATIC + " --node-rank 1", {}, 0, "save")]),
+    ("save-each", "torchrun + Accelerator", "the same with `ProjectConfiguration(save_on_each_node=True)`",
+     [(TR, STATIC + " --node-rank 0", {}, 0, "save_each"), (TR, STATIC + " --node-rank 1", {}, 0, "save_each")]),
 ]
 LIVE = ("slurm-env",)      # the rows the test reruns (no launcher: two bare processes)
 
@@ -148,10 +162,11 @@ def run_case(case, work):
     cid, _, _, nodes = case
     port = free_port()
     out = Path(work, cid)
-    out.mkdir(parents=True)
-    (out / "train.py").write_text(WORKER, encoding="utf-8")
-    for r in (0, 1):
-        (out / f"cfg{r}.yaml").write_text(ACC_FILE.format(rank=r).replace("<port>", str(port)), encoding="utf-8")
+    for node in "AB":       # each node runs in its own folder (its "local disk")
+        (out / node).mkdir(parents=True)
+        (out / node / "train.py").write_text(WORKER, encoding="utf-8")
+        for r in (0, 1):
+            (out / node / f"cfg{r}.yaml").write_text(ACC_FILE.format(rank=r).replace("<port>", str(port)), encoding="utf-8")
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("PET_", "SLURM_", "TORCHELASTIC_")) and k not in KEYS and k != "OMP_NUM_THREADS"}
     base.update({"MNM_OUT": str(out), "HF_HUB_OFFLINE": "1", "ACCELERATE_CONFIG_FILE": str(out / "none.yaml"),
@@ -164,7 +179,7 @@ def run_case(case, work):
         while time.monotonic() - t0 < delay:
             time.sleep(0.05)
         e = {**base, **{k: v.replace("<port>", str(port)) for k, v in env.items()}, "MNM_NODE": "AB"[i]}
-        p = subprocess.Popen(_argv(launcher, args.replace("<port>", str(port)), mode), cwd=out, env=e,
+        p = subprocess.Popen(_argv(launcher, args.replace("<port>", str(port)), mode), cwd=out / "AB"[i], env=e,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append((i, p, time.monotonic()))
     result = {"nodes": {}}
@@ -230,7 +245,7 @@ def _node_cmd(launcher, args, env, mode):
 
 
 def _worker_cell(w):
-    order = KEYS + ["get_rank()", "all_reduce(rank)"]
+    order = KEYS + ["get_rank()", "all_reduce(rank)", "files in ckpt/"]
     return " ".join(f"{k}={w[k]}" for k in order if w.get(k) is not None) or "(all unset)"
 
 
@@ -272,11 +287,10 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["capture"]:
         ids = sys.argv[2:]
         cap = capture(ids)
-        if ids:
-            print(json.dumps(cap, indent=1))
-        else:
-            CAPTURE.parent.mkdir(exist_ok=True)
-            CAPTURE.write_text(json.dumps(cap, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        if ids:       # refresh only these cases in the committed capture
+            cap = {**json.loads(CAPTURE.read_text(encoding="utf-8")), **cap}
+        CAPTURE.parent.mkdir(exist_ok=True)
+        CAPTURE.write_text(json.dumps(cap, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     elif sys.argv[1:2] == ["render"]:
         print(render(json.loads(CAPTURE.read_text(encoding="utf-8"))))
     else:

@@ -93,3 +93,11 @@ def test_live_slurm_env_row_matches_the_capture():
     for n in "AB":
         assert got["nodes"][n]["rc"] == 0, got
         assert got["nodes"][n]["workers"] == workers("slurm-env", n), got
+
+
+def test_save_state_rows_on_node_local_folders():
+    """Accelerate 1.15.0 save_state, two nodes in separate folders: save_on_each_node decides node 1's files."""
+    files = {cid: [workers(cid, n)[0]["files in ckpt/"] for n in "AB"] for cid in ("save-default", "save-each")}
+    assert files["save-default"] == ["model.safetensors,optimizer.bin,random_states_0.pkl", "random_states_1.pkl"]
+    assert files["save-each"] == ["model.safetensors,optimizer.bin,random_states_0.pkl",
+                                  "model.safetensors,optimizer.bin,random_states_1.pkl"]

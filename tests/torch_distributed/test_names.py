@@ -211,6 +211,10 @@ CALLABLES.update({"os.sched_getaffinity": getattr(_os, "sched_getaffinity", None
 OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.config_args").ClusterConfig.__dataclass_fields__
               if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
 OTHER_API |= {"ConnectionError"}   # Python's builtin, raised by accelerate's port check (multinode-rank-matrix.md)
+_acc = importlib.import_module("accelerate")      # multinode-rank-matrix.md rows 21-22 call these
+CALLABLES.update({"Accelerator": _acc.Accelerator, "Accelerator.save_state": _acc.Accelerator.save_state,
+                  "ProjectConfiguration": importlib.import_module("accelerate.utils").ProjectConfiguration})
+OTHER_API |= {n for n in ("save_state",) if hasattr(_acc.Accelerator, n)}
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
 
