@@ -27,13 +27,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "data" / "multinode_capture.json"
 KEYS = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE",
-        "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"]
+        "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"]
 NODE_LIMIT_S = 60          # a launcher still running after this is killed (recorded as "killed")
 
 WORKER = r'''
 import json, os, sys
 env = {k: os.environ.get(k) for k in %(keys)r}
-mode = sys.argv[1]
+mode = [a for a in sys.argv[1:] if not a.startswith("--local_rank")][0]
+if len(sys.argv) > 2:
+    env["argv"] = " ".join(sys.argv[1:])     # what the launcher added (deepspeed: --local_rank=N)
 if mode == "slurm":      # what a hand-rolled SLURM script does before init_process_group("env://")
     os.environ["RANK"] = os.environ["SLURM_PROCID"]
     os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
@@ -63,6 +65,7 @@ with open(os.path.join(os.environ["MNM_OUT"], "%%s.%%s.json" %% (os.environ["MNM
 
 TR = "torchrun"      # shown in the table; run as `python -m torch.distributed.run`
 AL = "accelerate launch"
+DS = "deepspeed"     # run as `python -m deepspeed.launcher.runner`, DS_ACCELERATOR=cpu
 PY = "python"
 STATIC = "--nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port <port>"
 C10D = "--nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<port>"
@@ -71,6 +74,7 @@ SLURM = {"SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "MASTER_ADDR": "127.0.0.1", 
 # Kubeflow training-operator v1 PyTorchJob, Master + 1 Worker, nprocPerNode 1 (pkg/controller.v1/pytorch/envvar.go)
 KF = {"MASTER_ADDR": "127.0.0.1", "PET_MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "<port>", "PET_MASTER_PORT": "<port>",
       "WORLD_SIZE": "2", "PET_NPROC_PER_NODE": "1", "PET_NNODES": "2", "PYTHONUNBUFFERED": "1"}
+DSA = "--hostfile hostfile --no_ssh --master_addr 127.0.0.1 --master_port <port>"
 ACC_FILE = ("distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 2\nmachine_rank: {rank}\n"
             "main_process_ip: 127.0.0.1\nmain_process_port: <port>\nmixed_precision: 'no'\n")
 
@@ -102,6 +106,8 @@ CASES = [
      [(AL, "--config_file cfg0.yaml", {}, 0, "dump"), (AL, "--config_file cfg1.yaml", {}, 0, "dump")]),
     ("acc-noport", "accelerate", "--main_process_port left unset",
      [(AL, ACC + " --machine_rank 0", {}, 0, "dump"), (AL, ACC + " --machine_rank 1", {}, 0, "dump")]),
+    ("ds", "deepspeed", "`--no_ssh --node_rank 0 / 1` (hostfile `node-a slots=1`, `node-b slots=1`), worker joins gloo (env://)",
+     [(DS, DSA + " --node_rank 0", {}, 0, "env"), (DS, DSA + " --node_rank 1", {}, 0, "env")]),
     ("acc-port0", "accelerate", "--main_process_port 0 on both",
      [(AL, ACC + " --machine_rank 0 --main_process_port 0 --rdzv_conf timeout=8", {}, 0, "dump"),
       (AL, ACC + " --machine_rank 1 --main_process_port 0 --rdzv_conf timeout=8", {}, 0, "dump")]),
@@ -121,9 +127,14 @@ CASES = [
     ("c10d-id-mismatch", "torchrun", "mistake: --rdzv-id job7 and job8",
      [(TR, C10D + " --nnodes 2 --rdzv-id job7 --rdzv-conf join_timeout=8", {}, 0, "dump"),
       (TR, C10D + " --nnodes 2 --rdzv-id job8 --rdzv-conf join_timeout=8", {}, 0, "dump")]),
-    ("c10d-nnodes", "torchrun", "mistake: c10d --nnodes 2 on one node, 3 on the other",
-     [(TR, C10D + " --nnodes 2 --rdzv-id job7 --rdzv-conf join_timeout=8", {}, 0, "dump"),
-      (TR, C10D + " --nnodes 3 --rdzv-id job7 --rdzv-conf join_timeout=8", {}, 2, "dump")]),
+    ("c10d-nnodes-small-first", "torchrun", "mistake: c10d --nnodes 2 joins first, --nnodes 3 joins 4 s later",
+     [(TR, C10D + " --nnodes 2 --rdzv-id job7 --rdzv-conf join_timeout=15", {}, 0, "dump"),
+      (TR, C10D + " --nnodes 3 --rdzv-id job7 --rdzv-conf join_timeout=15", {}, 4, "dump")]),
+    ("c10d-nnodes-small-last", "torchrun", "mistake: c10d --nnodes 3 joins first, --nnodes 2 joins 4 s later",
+     [(TR, C10D + " --nnodes 3 --rdzv-id job7 --rdzv-conf join_timeout=30", {}, 0, "dump"),
+      (TR, C10D + " --nnodes 2 --rdzv-id job7 --rdzv-conf join_timeout=30", {}, 4, "dump")]),
+    ("ds-same-rank", "deepspeed", "mistake: `--no_ssh --node_rank 0` on both (init_process_group timeout=20 s)",
+     [(DS, DSA + " --node_rank 0", {}, 0, "env"), (DS, DSA + " --node_rank 0", {}, 1, "env")]),
     ("slurm-missing", "SLURM", "mistake: env://, task 1 never starts (init_process_group timeout=20 s)",
      [(PY, "", {**SLURM, "SLURM_PROCID": "0", "SLURM_NODEID": "0"}, 0, "slurm")]),
     ("save-default", "torchrun + Accelerator", "`save_state` on node-local disks, `save_on_each_node` off (DDP path, `Accelerator(cpu=True)`, each node its own folder)",
@@ -146,6 +157,8 @@ def _argv(launcher, args, mode):
         return [sys.executable, "-m", "torch.distributed.run", "--monitor-interval", "0.1", *args.split(), *entry]
     if launcher == AL:
         return [sys.executable, "-m", "accelerate.commands.launch", *args.split(), *entry]
+    if launcher == DS:
+        return [sys.executable, "-m", "deepspeed.launcher.runner", *args.split(), *entry]
     return [sys.executable, *entry]
 
 
@@ -165,12 +178,14 @@ def run_case(case, work):
     for node in "AB":       # each node runs in its own folder (its "local disk")
         (out / node).mkdir(parents=True)
         (out / node / "train.py").write_text(WORKER, encoding="utf-8")
+        (out / node / "hostfile").write_text("node-a slots=1\nnode-b slots=1\n", encoding="utf-8")
         for r in (0, 1):
             (out / node / f"cfg{r}.yaml").write_text(ACC_FILE.format(rank=r).replace("<port>", str(port)), encoding="utf-8")
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("PET_", "SLURM_", "TORCHELASTIC_")) and k not in KEYS and k != "OMP_NUM_THREADS"}
     base.update({"MNM_OUT": str(out), "HF_HUB_OFFLINE": "1", "ACCELERATE_CONFIG_FILE": str(out / "none.yaml"),
-                 "HF_HOME": str(out / "hf")})
+                 "HF_HOME": str(out / "hf"), "DS_ACCELERATOR": "cpu",
+                 "TORCH_EXTENSIONS_DIR": str(out / "torch_extensions")})   # never the shared cache (stale locks)
     t0 = time.monotonic()
     procs = []
     order = sorted(range(len(nodes)), key=lambda i: nodes[i][3])
@@ -245,7 +260,7 @@ def _node_cmd(launcher, args, env, mode):
 
 
 def _worker_cell(w):
-    order = KEYS + ["get_rank()", "all_reduce(rank)", "files in ckpt/"]
+    order = KEYS + ["argv", "get_rank()", "all_reduce(rank)", "files in ckpt/"]
     return " ".join(f"{k}={w[k]}" for k in order if w.get(k) is not None) or "(all unset)"
 
 

@@ -57,6 +57,11 @@ def test_capture_holds_the_stated_rules():
             w = workers(cid, n)[0]
             assert w["all_reduce(rank)"] == "1" and w["GROUP_RANK"] is None and w["TORCHELASTIC_RUN_ID"] is None
     assert workers("kf-python", "A")[0]["LOCAL_RANK"] is None
+    # deepspeed --no_ssh: no rendezvous variables; CROSS_* and --local_rank instead
+    for n, rank in (("A", "0"), ("B", "1")):
+        w = workers("ds", n)[0]
+        assert (w["RANK"], w["CROSS_RANK"], w["CROSS_SIZE"], w["LOCAL_SIZE"], w["WORLD_SIZE"]) == (rank, rank, "2", "1", "2")
+        assert w["argv"] == "--local_rank=0 env" and w["GROUP_RANK"] is None and w["all_reduce(rank)"] == "1"
     # unset main_process_port: accelerate uses 29500 on both nodes
     assert workers("acc-noport", "A")[0]["MASTER_PORT"] == "29500"
 
@@ -77,12 +82,16 @@ def test_mistake_rows_fail_with_the_stated_errors():
     assert "EADDRINUSE" in CAP["static-same-rank"]["nodes"]["B"]["exception"][1]        # one-host artifact
     assert CAP["acc-same-rank"]["nodes"]["B"]["exception"][0] == "ConnectionError"
     assert CAP["slurm-missing"]["nodes"]["A"]["exception"][0] == "DistStoreError"
+    assert CAP["ds-same-rank"]["nodes"]["A"]["exception"][0] == "DistStoreError"      # raised in the worker
     for cid in ("c10d-missing", "c10d-id-mismatch", "static-missing", "static-same-rank", "acc-same-rank", "acc-port0"):
         assert not any(n["workers"] for n in CAP[cid]["nodes"].values()), cid     # failed before any worker
-    # nnodes differing between nodes is not caught: static keeps node 0's count, c10d the smaller one
+    # nnodes differing between nodes: static keeps node 0's count; c10d depends on who joins last
     assert [workers("static-nnodes", n)[0]["GROUP_WORLD_SIZE"] for n in "AB"] == ["2", "3"]
     assert [workers("static-nnodes", n)[0]["WORLD_SIZE"] for n in "AB"] == ["2", "2"]
-    assert [workers("c10d-nnodes", n)[0]["GROUP_WORLD_SIZE"] for n in "AB"] == ["2", "2"]
+    assert [workers("c10d-nnodes-small-last", n)[0]["GROUP_WORLD_SIZE"] for n in "AB"] == ["2", "2"]
+    assert [CAP["c10d-nnodes-small-first"]["nodes"][n]["exception"][0] for n in "AB"] == \
+        ["RendezvousTimeoutError", "RendezvousConnectionError"]
+    assert not any(n["workers"] for n in CAP["c10d-nnodes-small-first"]["nodes"].values())
 
 
 def test_live_slurm_env_row_matches_the_capture():
@@ -101,3 +110,15 @@ def test_save_state_rows_on_node_local_folders():
     assert files["save-default"] == ["model.safetensors,optimizer.bin,random_states_0.pkl", "random_states_1.pkl"]
     assert files["save-each"] == ["model.safetensors,optimizer.bin,random_states_0.pkl",
                                   "model.safetensors,optimizer.bin,random_states_1.pkl"]
+
+
+def test_row_numbers_named_in_the_prose():
+    doc = DOC.read_text(encoding="utf-8")
+    n = {c[0]: i for i, c in enumerate(gen.CASES, 1)}
+    assert f"(rows 1-{n['ds']} work, {n['acc-port0']}-{n['slurm-missing']} are mistakes, " \
+           f"{n['save-default']}-{n['save-each']} `save_state`" in doc
+    for cid in ("static-missing", "c10d-missing", "c10d-id-mismatch", "static-nnodes", "c10d-nnodes-small-first",
+                "c10d-nnodes-small-last", "acc-port0", "slurm-missing", "ds-same-rank"):
+        assert f"({n[cid]})" in doc or f"({n[cid]}) |" in doc, cid
+    assert f"({n['acc-same-rank']}, {n['static-same-rank']})" in doc
+    assert f"Rows {n['save-default']}-{n['save-each']} ran" in doc and f"(row {n['ds']}); no" in doc
