@@ -210,6 +210,18 @@ _os = importlib.import_module("os")
 CALLABLES.update({"os.sched_getaffinity": getattr(_os, "sched_getaffinity", None), "os.cpu_count": _os.cpu_count})
 OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.config_args").ClusterConfig.__dataclass_fields__
               if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
+OTHER_API |= {"ConnectionError"}   # Python's builtin, raised by accelerate's port check (multinode-rank-matrix.md)
+_acc = importlib.import_module("accelerate")      # multinode-rank-matrix.md rows 21-22 call these
+CALLABLES.update({"Accelerator": _acc.Accelerator, "Accelerator.save_state": _acc.Accelerator.save_state,
+                  "ProjectConfiguration": importlib.import_module("accelerate.utils").ProjectConfiguration})
+OTHER_API |= {n for n in ("save_state",) if hasattr(_acc.Accelerator, n)}
+# multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
+_ds_runner = importlib.import_module("deepspeed.launcher.runner")
+for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
+    assert f'"{_flag}"' in Path(_ds_runner.__file__).read_text(), _flag
+    EXTERNAL[_flag] = "deepspeed (runner.py)"
+_DS_LAUNCH_ENV = {n for n in ("CROSS_RANK", "CROSS_SIZE")
+                  if f'{n} = "{n}"' in (Path(_ds_runner.__file__).parents[1] / "constants.py").read_text()}
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
 
@@ -273,7 +285,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 12 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md (+ torchtitan)
+    assert len(DOCS) == 13 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
@@ -362,6 +374,8 @@ def test_environment_variables_exist_in_torch_or_are_nccl_own(torch_text, so_byt
             assert "PET_{dest.upper()}" in (DIST_PY / "argparse_util.py").read_text()
             continue
         if _scheduler_name(name):
+            continue
+        if name in _DS_LAUNCH_ENV:       # exported by deepspeed/launcher/launch.py, not torch
             continue
         if name in NCCL_OWN:
             assert f"`{name}`" in nccl_section, f"{name}: NCCL's own variable must be in the NCCL section"
