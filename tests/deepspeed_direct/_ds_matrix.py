@@ -286,50 +286,49 @@ def _files(files):
     return "<br>".join(f"`{f}`" for f in files)
 
 
-def load_cell(r):
+def load_cell(r, notes):
     ld = r.get("load")
     if not ld:
         return ""
     if "rank1" in ld:   # two processes: show both ranks when they differ
         r1 = dict(ld["rank1"])
         r0 = {k: v for k, v in ld.items() if k not in ("rank1", "hung")}
-        same = load_cell({"load": r0}) == load_cell({"load": r1})
-        text = load_cell({"load": r0}) if same else f"rank 0: {load_cell({'load': r0})}; rank 1: {load_cell({'load': r1})}"
+        c0, c1 = load_cell({"load": r0}, notes), load_cell({"load": r1}, notes)
+        text = c0 if c0 == c1 else f"rank 0: {c0}; rank 1: {c1}"
         return text + (" (the other rank then hangs in a collective; killed after 120 s)" if ld["hung"] else "")
     if not ld["ok"]:
-        return f"**{ld['error']}**: {_msg(ld['message'], 150)}"
-    bits = ["weights restored" if ld["weights_restored"] else ("weights NOT restored" + ("" if ld["weights_changed"]
-                                                                                          else " (unchanged)"))]
-    bits.append(f"Adam step {ld['opt_step']}")
+        return f"**{ld['error']}** {notes.ref(ld['message'])}"
+    bits = ["weights ✓" if ld["weights_restored"] else ("weights **✗**" + ("" if ld["weights_changed"] else " (unchanged)"))]
+    bits.append(f"Adam {ld['opt_step']}")
     if ld.get("lr") is not None:
-        bits.append(f"scheduler iteration {ld.get('sched_iter')}, group lr {ld['lr']:.4g}")
-    bits.append(f"global_steps {ld['global_steps']}")
-    bits.append(f"client_state {json.dumps(ld['client_state'])}")
+        bits.append(f"sched {ld.get('sched_iter')}, lr {ld['lr']:.4g}")
+    bits.append(f"steps {ld['global_steps']}")
+    bits.append("client ✓" if ld["client_state"] == {"epoch": 7} else f"client {json.dumps(ld['client_state'])}")
     if ld.get("step_after") != "ok":
-        bits.append(f"next step: {_msg(ld.get('step_after', ''), 80)}")
-
+        bits.append(f"next step: {notes.ref(ld.get('step_after', ''))}")
     return ", ".join(bits)
 
 
 def render_ckpt(data):
     res = data["ckpt"]
-    saves = ["| Saved by | Engine at save | Files under the save dir (`latest` holds) | zero_to_fp32 `get_fp32_state_dict_from_zero_checkpoint` |",
-             "| --- | --- | --- | --- |"]
+    notes = _Notes("G")
+    saves = ["| Saved by | Engine at save | Files under the save dir | zero_to_fp32 |", "| --- | --- | --- | --- |"]
     for name in list(_SAVE) + ["ws2 z2", "ws2 z3"]:
-        key = f"{name} save"
-        r = res[key]
+        r = res[f"{name} save"]
         sv = _SAVE.get(name, {})
         eng = (f"stage {sv['stage']}, {sv.get('prec', 'fp32')}" if sv else f"stage {name[-1]}, fp32, 2 processes")
         if "offload" in sv:
             eng += ", `offload_param` + `offload_optimizer` cpu (client AdamW, `zero_force_ds_cpu_optimizer: false`)"
         for k, v in r.get("shown", {}).items():
             eng += f"; `{k.replace('engine.', '')}` = `{v}`"
-        eng += (f"; after {r['saved_step']} steps: Adam step {r['saved_opt_step']}, scheduler iteration "
-                f"{r.get('saved_sched_iter')}, group lr {r['saved_lr']:.4g}")
+        eng += f"; Adam {r['saved_opt_step']}, sched {r.get('saved_sched_iter')}, lr {r['saved_lr']:.4g}"
         fp = r.get("fp32", {})
-        fpc = (f"{len(fp['keys'])} keys, {fp['dtype']}, " + ("equal to the saved weights" if fp["equal"] else "DIFFERENT")
-               if fp.get("ok") else f"**{fp.get('error')}**: {_msg(fp.get('message', ''), 120)}")
-        saves.append(f"| {name} | {eng} | {_files(r['files'])} (`latest` = `{r['latest']}`) | {fpc} |")
+        fpc = (f"{len(fp['keys'])} keys, {fp['dtype']}, " + ("= saved weights" if fp["equal"] else "DIFFERENT")
+               if fp.get("ok") else f"**{fp.get('error')}** {notes.ref(fp.get('message', ''))}")
+        files = [f for f in r["files"] if f not in ("latest", "zero_to_fp32.py", "zero_to_torch.py")]
+        extra = [f for f in ("zero_to_fp32.py", "zero_to_torch.py") if f in r["files"]]
+        saves.append(f"| {name} | {eng} | {_files(files)}<br>`latest` = `{r['latest']}`"
+                     + (" + " + ", ".join(f"`{f}`" for f in extra) if extra else "") + f" | {fpc} |")
     loads = ["| Checkpoint | Loaded by / with | Result |", "| --- | --- | --- |"]
     for ws, cases in ckpt_cases():
         for c in cases:
@@ -343,8 +342,8 @@ def render_ckpt(data):
             src = c["dir"].replace("ws2z", "ws2 z")
             if c.get("tag"):
                 src = f"z2 saved with tag={c['tag']!r}: files {_files(r['files'])}, `latest` = `{r['latest']}`"
-            loads.append(f"| {src} | {who} | {load_cell(r)} |")
-    return "\n".join(saves) + "\n", "\n".join(loads) + "\n"
+            loads.append(f"| {src} | {who} | {load_cell(r, notes)} |")
+    return "\n".join(saves) + "\n", "\n".join(loads) + "\n" + notes.block() + "\n"
 
 
 def render(data):
