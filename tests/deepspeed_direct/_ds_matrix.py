@@ -61,7 +61,8 @@ INIT_EXTRA = [
     ("auto rbs z2", "`reduce_bucket_size: \"auto\"`, stage 2",
      {"stage": 2, "opt": "client AdamW", "zero": {"reduce_bucket_size": "auto"},
       "show": ["engine._config.zero_config.reduce_bucket_size"]}),
-    ("auto s3 keys", "`stage3_prefetch_bucket_size` and `stage3_param_persistence_threshold` `\"auto\"`, stage 3",
+    ("auto s3 keys", "`reduce_bucket_size`, `stage3_prefetch_bucket_size`, `stage3_param_persistence_threshold`"
+     " all `\"auto\"`, stage 3",
      {"stage": 3, "opt": "client AdamW",
       "zero": {"stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
                "reduce_bucket_size": "auto"},
@@ -72,7 +73,7 @@ INIT_EXTRA = [
     ("auto lr", "config Adam `\"lr\": \"auto\"` + `\"torch_adam\": true`, stage 0",
      {"stage": 0, "opt": "Adam", "optparams": {"lr": "auto", "torch_adam": True},
       "show": ["engine.basic_optimizer.param_groups[0]['lr']"]}),
-    ("nvme param, cpu opt", "stage 3, `offload_param` nvme + `offload_optimizer` cpu (s5-ds-02's layout)",
+    ("nvme param, cpu opt", "stage 3, `offload_param` nvme + `offload_optimizer` cpu (no libaio on the test machine)",
      {"stage": 3, "opt": "client AdamW", "offload": "cpu", "top": {"zero_force_ds_cpu_optimizer": False},
       "zero": {"offload_param": {"device": "nvme", "nvme_path": "<tmp>/nvme"}}}),
 ]
