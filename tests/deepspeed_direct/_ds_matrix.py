@@ -362,10 +362,17 @@ if __name__ == "__main__":
     if arg == ["capture"]:
         CAPTURE.write_text(json.dumps(capture(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
     elif arg == ["--check"]:
-        new = render(capture())
-        old = render(load_capture())
+        fresh = capture()
+        new, old = render(fresh), render(load_capture())
         bad = [k for k in old if old[k] != new[k]]
-        print("differs: " + ", ".join(bad) if bad else "capture reproduced")
+        for k in bad:   # the differing lines, so a drift can be judged without another full run
+            a, b = old[k].splitlines(), new[k].splitlines()
+            for x, y in zip(a, b):
+                if x != y:
+                    print(f"{k}:\n  committed: {x}\n  now:       {y}")
+        out = Path(tempfile.gettempdir()) / "ds_matrix_capture.check.json"
+        out.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(("differs: " + ", ".join(bad) if bad else "capture reproduced") + f" (this run: {out})")
         sys.exit(1 if bad else 0)
     elif arg == ["write"]:
         pages = {"initialize": REFS / "deepspeed-initialize-matrix.md", "checkpoint": REFS / "deepspeed-checkpoint-matrix.md"}
