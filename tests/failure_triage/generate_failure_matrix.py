@@ -303,14 +303,12 @@ def read_log(text: str) -> dict:
 
 
 def _triage_module():
-    import importlib.util
-    name = "triage_log_under_test"  # the name _repro.py gives it, so the module is loaded once
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, TRIAGE)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    """triage_log.py, loaded once under the name _repro.py gives it (one loader for both)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import _repro
+    return _repro._triage()
 
 
 def triage(path: Path) -> dict:
