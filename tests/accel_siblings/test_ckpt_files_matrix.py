@@ -56,6 +56,9 @@ def test_key_rows(data):
     assert reads["random_states_0.pkl"] == ["accelerate.utils.load", True]
     assert reads["custom_checkpoint_0.pkl"] == ["accelerate.utils.load", False]
     assert reads["model.safetensors"][0] == "safetensors.torch.load_model"
+    # scaler.pt and the RNG files bypass accelerate.utils.save (its main-process check): every rank writes them
+    assert data["writers"]["scaler.pt"] == data["writers"]["random_states_0.pkl"] == "torch.save (every rank that reaches it)"
+    assert data["writers"]["optimizer.bin"] == "accelerate.utils.save -> torch.save (main process)"
     for mode in ("broken", "missing"):
         silent = sorted(f for f, r in data[mode].items() if r["error"] is None)
         assert silent == ["random_states_0.pkl"], mode
