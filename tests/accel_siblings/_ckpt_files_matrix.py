@@ -353,7 +353,7 @@ def render(data) -> dict:
                    f"{'RNG and step restored' if ok else 'RNG and `accelerator.step` NOT restored'} |")
     b = next(iter(data["branches"].items()))
     rng_block = "\n".join(rng) + "\n\n" + (
-        f"Allowlist `TORCH_SAFE_GLOBALS` here: {', '.join('`' + a + '`' for a in data['allowlist'])}; "
+        f"Allowlist `accelerate.utils.other.TORCH_SAFE_GLOBALS` here: {', '.join('`' + a + '`' for a in data['allowlist'])}; "
         f"the uint32 dtype class here is `{data['uint32_class_here']}`. "
         f"`{b[0]}` returned `{b[1]}`.\n")
     return {"load_state files": files, "load_state silent losses": "\n".join(silent) + "\n",
