@@ -112,6 +112,8 @@ CALLABLES = {
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
     # transformers' method named by ddp.md / launch-torchrun.md (its default is cited in the claims ledger)
     "gradient_checkpointing_enable": None,
+    # torchrun-worker-matrix.md's restart section: the port picker RendezvousStoreInfo.build calls
+    "get_free_port": importlib.import_module("torch.distributed.elastic.utils.distributed").get_free_port,
 }
 # Namespaces whose attribute names may appear as bare identifiers.
 import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
@@ -133,7 +135,10 @@ OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
     "FullyShardedDataParallel", "_HYBRID_SHARD_ZERO2", "ProcessGroupNCCL", "_checkpoint_wrapped_module",
     "_clip_grad_norm_with_ep", "fsdp2_prepare_model", "enable_weight_tying", "limit_all_gathers",
     "backward_prefetch", "forward_prefetch", "ignored_modules", "ignored_states", "param_init_fn",
-    "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException"}
+    "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException",
+    # DynamicRendezvousHandler's shared-store cache and server factory (torchrun-worker-matrix.md, restart section)
+    *(n for n in ("_bootstrap_store_info", "_create_tcp_store_server", "_shared_tcp_store_server")
+      if n in inspect.getsource(importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")))}
 # the modules whose private functions launch-torchrun.md and process-groups.md cite as provenance
 NAMESPACES += [importlib.import_module(m) for m in (
     "torch.distributed.fsdp._init_utils", "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
