@@ -22,8 +22,8 @@ HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "data" / "collectives_capture.json"
 DTYPES = ["float32", "bfloat16", "float16", "int64", "bool"]
 OPS = ["SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"]
-REDUCING = ["all_reduce", "reduce", "reduce_scatter_tensor", "reduce_scatter"]
-PLAIN = ["broadcast", "all_gather", "all_gather_into_tensor", "gather", "scatter", "all_to_all_single",
+REDUCING = ["all_reduce", "reduce", "reduce_scatter_tensor", "reduce_scatter_single", "reduce_scatter"]
+PLAIN = ["broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "gather", "scatter", "all_to_all_single",
          "all_to_all", "send/recv", "isend/irecv"]
 NO_DTYPE = ["barrier", "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
             "send_object_list/recv_object_list"]
@@ -82,10 +82,10 @@ def _reducing(kind, op, dtype, rank, world):
         t = _values(dtype, rank)
         dist.reduce(t, dst=0, op=op)
         return _show(t) if rank == 0 else "-"
-    if kind == "reduce_scatter_tensor":
+    if kind in ("reduce_scatter_tensor", "reduce_scatter_single"):
         t = _values(dtype, rank, 4)
         out = torch.empty(2, dtype=t.dtype)
-        dist.reduce_scatter_tensor(out, t, op=op)
+        getattr(dist, kind)(out, t, op=op)
         return _show(out)
     t = _values(dtype, rank, 4)
     out = torch.empty(2, dtype=t.dtype)
@@ -104,9 +104,9 @@ def _plain(kind, dtype, rank, world):
         outs = [torch.empty_like(t) for _ in range(world)]
         dist.all_gather(outs, t)
         return _show(outs)
-    if kind == "all_gather_into_tensor":
+    if kind in ("all_gather_into_tensor", "all_gather_single"):
         out = torch.empty(world * t.numel(), dtype=t.dtype)
-        dist.all_gather_into_tensor(out, t)
+        getattr(dist, kind)(out, t)
         return _show(out)
     if kind == "gather":
         outs = [torch.empty_like(t) for _ in range(world)] if rank == 0 else None
@@ -146,8 +146,7 @@ def _objects(kind, rank, world):
     import torch.distributed as dist
     obj = {"rank": rank}
     if kind == "barrier":
-        dist.barrier()
-        return "returns"
+        return repr(dist.barrier())
     if kind == "broadcast_object_list":
         lst = [obj]
         dist.broadcast_object_list(lst, src=0)
@@ -197,16 +196,24 @@ def worker(rank, port, out):
     import torch.distributed as dist
     store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0, timeout=datetime.timedelta(seconds=TIMEOUT_S))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=TIMEOUT_S))
-    results = {}
-    for i, (kind, op, dtype) in enumerate(cells()):
-        try:
-            results["|".join((kind, op, dtype))] = "ok " + run_cell(kind, op, dtype, rank, 2)
-        except Exception as e:     # noqa: BLE001 -- the exception is the datum
-            results["|".join((kind, op, dtype))] = "error " + _err(e)
+    import warnings
+    results, warned = {}, {}
+    only = os.environ.get("COLL_ONLY")           # a live rerun of some cells: keys joined by ";"
+    todo = [c for c in cells() if not only or "|".join(c) in only.split(";")]
+    for i, (kind, op, dtype) in enumerate(todo):
+        key = "|".join((kind, op, dtype))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                results[key] = "ok " + run_cell(kind, op, dtype, rank, 2)
+            except Exception as e:     # noqa: BLE001 -- the exception is the datum
+                results[key] = "error " + _err(e)
+        if caught:
+            warned[key] = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught})
         # re-align: a cell that raised on one rank only must not shift the next one
         store.set(f"cell{i}.rank{rank}", "1")
         store.wait([f"cell{i}.rank{1 - rank}"])
-    Path(out).write_text(json.dumps({"torch": torch.__version__, "rank": rank, "cells": results}), encoding="utf-8")
+    Path(out).write_text(json.dumps({"torch": torch.__version__, "rank": rank, "cells": results, "warnings": warned}), encoding="utf-8")
     dist.destroy_process_group()
 
 
@@ -216,18 +223,35 @@ def free_port():
         return s.getsockname()[1]
 
 
-def capture(dest=CAPTURE, timeout=600):
+def run_ranks(only=None, timeout=600):
+    """Start the two gloo ranks (every cell, or only the keys given) and return the capture dict."""
     import tempfile
     port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("COLL_ONLY", None)
+    if only:
+        env["COLL_ONLY"] = ";".join(only)
     with tempfile.TemporaryDirectory() as tmp:
         procs = [subprocess.Popen([sys.executable, __file__, "worker", str(r), str(port), os.path.join(tmp, f"r{r}.json")],
-                                  env={**os.environ, "OMP_NUM_THREADS": "1"}) for r in (0, 1)]
-        for p in procs:
-            p.wait(timeout=timeout)
+                                  env=env) for r in (0, 1)]
+        try:
+            for p in procs:
+                p.wait(timeout=timeout)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         ranks = [json.loads(Path(tmp, f"r{r}.json").read_text()) for r in (0, 1)]
-    data = {"torch": ranks[0]["torch"], "backend": "gloo", "world_size": 2,
-            "cells": {k: [ranks[0]["cells"][k], ranks[1]["cells"][k]] for k in ranks[0]["cells"]}}
-    Path(dest).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return {"torch": ranks[0]["torch"], "backend": "gloo", "world_size": 2,
+            "cells": {k: [ranks[0]["cells"][k], ranks[1]["cells"][k]] for k in ranks[0]["cells"]},
+            "warnings": {k: sorted(set(ranks[0]["warnings"].get(k, [])) | set(ranks[1]["warnings"].get(k, [])))
+                         for k in ranks[0]["cells"] if k in ranks[0]["warnings"] or k in ranks[1]["warnings"]}}
+
+
+def capture(dest=CAPTURE):
+    data = run_ranks()
+    Path(dest).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return data
 
 
@@ -289,6 +313,20 @@ def render(data=None):
         cls, _, msg = e.partition(": ")
         msg = msg.replace("|", "&#124;")
         out.append(f"| E{i} | `{cls}`: {msg} |")
+    out.append("")
+    out.append("**Warnings** (Python warnings a call emitted, on either rank)\n")
+    out.append("| collective | warning | cells |")
+    out.append("| --- | --- | --- |")
+    warned = data.get("warnings", {})
+    for kind in REDUCING + PLAIN + NO_DTYPE:
+        keys = [k for k in c if k.split("|")[0] == kind]
+        texts = sorted({w for k in keys for w in warned.get(k, [])})
+        for w in texts:
+            hit = [k for k in keys if w in warned.get(k, [])]
+            where = "every cell" if len(hit) == len(keys) else ", ".join(
+                " ".join(x for x in k.split("|")[1:] if x) for k in hit)
+            cls, _, msg = w.partition(": ")
+            out.append(f"| `{kind}` | `{cls}`: {msg.replace('|', '&#124;')} | {where} |")
     return "\n".join(out) + "\n"
 
 

@@ -114,6 +114,8 @@ CALLABLES = {
     "gradient_checkpointing_enable": None,
     # torchrun-worker-matrix.md's restart section: the port picker RendezvousStoreInfo.build calls
     "get_free_port": importlib.import_module("torch.distributed.elastic.utils.distributed").get_free_port,
+    # gloo-collectives-matrix.md: how its PREMUL_SUM cells built the op, and the int-to-float fix
+    "dist._make_nccl_premul_sum": dist._make_nccl_premul_sum, "t.float": None,
 }
 # Namespaces whose attribute names may appear as bare identifiers.
 import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
@@ -138,7 +140,11 @@ OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
     "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException",
     # DynamicRendezvousHandler's shared-store cache and server factory (torchrun-worker-matrix.md, restart section)
     *(n for n in ("_bootstrap_store_info", "_create_tcp_store_server", "_shared_tcp_store_server")
-      if n in inspect.getsource(importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous")))}
+      if n in inspect.getsource(importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous"))),
+    # gloo-collectives-matrix.md's NCCL section cites ProcessGroupNCCL.cpp (C++, not in the CPU wheel) and its exception class
+    "getNcclReduceOp", "ncclAvg", "ncclMax", "TypeError"}
+# ReduceOp members (gloo-collectives-matrix.md's rows)
+NAMESPACES += [dist.ReduceOp.RedOpType]
 # the modules whose private functions launch-torchrun.md and process-groups.md cite as provenance
 NAMESPACES += [importlib.import_module(m) for m in (
     "torch.distributed.fsdp._init_utils", "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
@@ -290,7 +296,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 13 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md (+ torchtitan)
+    assert len(DOCS) == 14 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
