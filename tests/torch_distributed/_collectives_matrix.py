@@ -27,6 +27,10 @@ PLAIN = ["broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single
          "all_to_all", "send/recv", "isend/irecv"]
 NO_DTYPE = ["barrier", "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
             "send_object_list/recv_object_list"]
+# how AVG is computed: 60000 on each rank fits float16 (max 65504), their sum does not; divide-then-sum
+# would return 60000, sum-then-divide returns inf
+PROBES = {"all_reduce AVG, float16 60000 on each rank": ("all_reduce", "AVG", 60000.0, "float16"),
+          "all_reduce AVG, float32 60000 on each rank": ("all_reduce", "AVG", 60000.0, "float32")}
 TIMEOUT_S = 20
 
 
@@ -178,6 +182,7 @@ def cells():
     out = [(k, o, d) for k in REDUCING for o in OPS for d in DTYPES]
     out += [(k, "", d) for k in PLAIN for d in DTYPES]
     out += [(k, "", "") for k in NO_DTYPE]
+    out += [(k, "", "") for k in PROBES]
     return out
 
 
@@ -186,6 +191,13 @@ def run_cell(kind, op, dtype, rank, world):
         return _reducing(kind, _op(op), dtype, rank, world)
     if kind in PLAIN:
         return _plain(kind, dtype, rank, world)
+    if kind in PROBES:
+        import torch
+        import torch.distributed as dist
+        coll, opname, value, dt = PROBES[kind]
+        t = torch.tensor([value], dtype=getattr(torch, dt))
+        getattr(dist, coll)(t, op=_op(opname))
+        return _show(t)
     return _objects(kind, rank, world)
 
 
@@ -305,6 +317,12 @@ def render(data=None):
     out.append("| --- | --- |")
     for kind in NO_DTYPE:
         out.append(f"| `{kind}` | {_cell_text(c[f'{kind}||'], errors)} |")
+    out.append("")
+    out.append("**How AVG is computed** (a sum that overflows float16)\n")
+    out.append("| probe | result |")
+    out.append("| --- | --- |")
+    for kind in PROBES:
+        out.append(f"| {kind} | {_cell_text(c[f'{kind}||'], errors)} |")
     out.append("")
     out.append("**Errors** (exception class and the first line of its message, as raised on both ranks)\n")
     out.append("| # | exception |")

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "sub-skills" / "torch-distributed" / "references" / "gloo-collectives-matrix.md"
 CAPTURE = json.loads(gen.CAPTURE.read_text(encoding="utf-8"))
 LIVE = ["all_reduce|AVG|float32", "all_reduce|AVG|int64", "reduce|AVG|bfloat16", "reduce_scatter_tensor|AVG|float16",
-        "reduce_scatter|AVG|bool", "all_reduce|BAND|float32", "all_reduce|BXOR|int64", "reduce|PREMUL_SUM|float32"]
+        "reduce_scatter|AVG|bool", "all_reduce|BAND|float32", "all_reduce|BXOR|int64", "reduce|PREMUL_SUM|float32",
+        "all_reduce AVG, float16 60000 on each rank||"]
 
 
 def block(doc, name):
@@ -32,7 +33,7 @@ def test_page_block_is_the_rendered_capture():
 def test_capture_is_one_full_gloo_run_of_the_pinned_torch():
     assert CAPTURE["torch"].startswith("2.13.0") and CAPTURE["backend"] == "gloo" and CAPTURE["world_size"] == 2
     assert list(CAPTURE["cells"]) == ["|".join(c) for c in gen.cells()]
-    assert len(CAPTURE["cells"]) == 5 * 9 * 5 + 10 * 5 + 6
+    assert len(CAPTURE["cells"]) == 5 * 9 * 5 + 10 * 5 + 6 + 2
 
 
 def test_summary_rows_say_what_the_cells_show():
@@ -47,13 +48,16 @@ def test_summary_rows_say_what_the_cells_show():
         assert all(c[f"{kind}|PREMUL_SUM|{d}"][0] == "error RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo"
                    for d in gen.DTYPES)
         assert not c[f"{kind}|BXOR|int64"][0].startswith("error") and not c[f"{kind}|BOR|bool"][0].startswith("error")
+    # AVG is sum-then-divide in the tensor's dtype: the float16 sum overflows, float32 does not
+    assert c["all_reduce AVG, float16 60000 on each rank||"] == ["ok [inf]", "ok [inf]"]
+    assert c["all_reduce AVG, float32 60000 on each rank||"] == ["ok [60000]", "ok [60000]"]
     for kind in gen.PLAIN + gen.NO_DTYPE:
         assert not any(v[0].startswith("error") or v[1].startswith("error") for k, v in c.items()
                        if k.split("|")[0] == kind), kind
     assert set(CAPTURE["warnings"]) == {k for k in c if k.split("|")[0] in ("reduce_scatter_tensor", "all_gather_into_tensor")}
     for phrase in ("`RuntimeError: result type Float can't be cast to the desired output type Long`",
                    "`RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo`", "\"`AVG` is only available with the `NCCL` backend\"",
-                   "gloo backend on CPU tensors", "torch 2.13.0"):
+                   "gloo backend on CPU tensors", "torch 2.13.0", "gave `inf` in float16"):
         assert phrase in doc, phrase
 
 

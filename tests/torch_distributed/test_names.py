@@ -159,7 +159,7 @@ NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
                importlib.import_module("torch.distributed.checkpoint.state_dict_saver"),
                importlib.import_module("torch.distributed.checkpoint.utils")]
 # Words in code spans that are values, files or objects of the examples, not API names.
-VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
+VALUES = {"None", "True", "False", "inf", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
           "eth", "file_descriptor", "file_system", "SUM", "INFO", "DETAIL", "OFF", "WARNING", "ERROR", "FATAL",
           "WARN", "TRACE", "model", "optim", "env", "tcp", "torchrun", "deepspeed", "srun", "sampler", "step",
