@@ -72,8 +72,9 @@ def saved_environ():
         os.environ.update(before)
 
 
-def run_one(argstr, shell, entry, port, work):
-    """Run torchrun's code path in this process; return (parent env, [worker dumps])."""
+def run_one(argstr, shell, entry, port, work, every_attempt=False):
+    """Run torchrun's code path in this process; return (parent env, [worker dumps]): the last
+    attempt's workers, or with every_attempt every attempt's, in (attempt, rank) order."""
     import logging
     import signal
     import threading
@@ -104,9 +105,57 @@ def run_one(argstr, shell, entry, port, work):
             for sig, h in handlers.items():
                 signal.signal(sig, h)
             threading.current_thread().name = thread_name
+    if every_attempt:
+        return parent, [json.loads(p.read_text()) for p in sorted(Path(out).glob("w*.json"))]
     last = max(p.name.split(".")[0] for p in Path(out).glob("w*.json"))   # the last attempt's workers
     dumps = [json.loads(p.read_text()) for p in sorted(Path(out).glob(f"{last}.*.json"))]
     return parent, dumps
+
+
+# Re-rendezvous after a worker failure: what MASTER_ADDR / MASTER_PORT each attempt's workers get.
+# (case, torchrun arguments before the script, shell variables); rank 1 exits 3 in attempt 0 only.
+RESTART_CASES = [
+    ("c10d, shared store (default)",
+     "--nnodes 1 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<port> --rdzv-id job7 --max-restarts 1", {}),
+    ("c10d, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+     "--nnodes 1 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<port> --rdzv-id job7 --max-restarts 1",
+     {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}),
+    ("static, --master-port given", "--nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port <port> --max-restarts 1", {}),
+]
+
+
+def restart_rows(work):
+    """One table row per RESTART_CASES entry: per attempt, the MASTER_ADDR / MASTER_PORT /
+    TORCHELASTIC_RESTART_COUNT rank 0 and rank 1 saw; free ports are named <port A>, <port B> in
+    order of appearance, so "the same port again" and "a new port" read apart."""
+    rows = []
+    for case, argstr, shell in RESTART_CASES:
+        port = free_port()
+        _, dumps = run_one(argstr, shell, "fail", port, work, every_attempt=True)
+        names = {}
+        cells = []
+        for attempt in sorted({d["env"]["TORCHELASTIC_RESTART_COUNT"] for d in dumps}):
+            seen = set()
+            for d in dumps:
+                e = d["env"]
+                if e["TORCHELASTIC_RESTART_COUNT"] != attempt:
+                    continue
+                p = e["MASTER_PORT"]
+                if p == str(port):
+                    shown = "<port>"
+                else:
+                    shown = names.setdefault(p, f"<port {'ABCDEFGH'[len(names)]}>")
+                seen.add(f"`MASTER_ADDR={mask(e['MASTER_ADDR'], work, port)}` `MASTER_PORT={shown}` "
+                         f"`TORCHELASTIC_USE_AGENT_STORE={e['TORCHELASTIC_USE_AGENT_STORE']}`")
+            assert len(seen) == 1, (case, attempt, seen)    # both ranks of one attempt see the same store
+            cells.append(f"`TORCHELASTIC_RESTART_COUNT={attempt}`: " + seen.pop())
+        shown_env = " ".join(f"{k}={v}" for k, v in shell.items())
+        cmd = "torchrun " + argstr + " " + ENTRY["fail"]
+        rows.append(f"| {len(rows) + 1} | {case} | `{cmd}`" + (f"<br>shell: `{shown_env}`" if shown_env else "")
+                    + " | " + "<br>".join(cells) + " |")
+    head = ("| # | Case | Command (rank 1 exits 3 in attempt 0, so the agent restarts both workers once) "
+            "| What the workers of each attempt get (both ranks the same) |\n| --- | --- | --- | --- |")
+    return head + "\n" + "\n".join(rows) + "\n"
 
 
 def mask(value, work, port, key=""):
@@ -203,7 +252,9 @@ def generate():
     head = ("| # | Case | Command | Workers | Worker argv | Variables each worker gets that torchrun's own environment lacks (one value, or per local rank 0, 1) |\n"
             "| --- | --- | --- | --- | --- | --- |")
     legend = "**C** in a cell = the variables every row below shares: " + ", ".join(common) + "."
-    return {"matrix": legend + "\n\n" + head + "\n" + "\n".join(body) + "\n"}
+    with tempfile.TemporaryDirectory() as work:
+        restarts = restart_rows(os.path.realpath(work))
+    return {"matrix": legend + "\n\n" + head + "\n" + "\n".join(body) + "\n", "restarts": restarts}
 
 
 if __name__ == "__main__":
@@ -212,5 +263,10 @@ if __name__ == "__main__":
         os.makedirs(work, exist_ok=True)
         parent, dumps = run_one(argstr, {}, "script", port, work)
         print(json.dumps({"parent": parent, "dumps": dumps}))
+    elif sys.argv[1:2] == ["restarts"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(restart_rows(os.path.realpath(tmp)))
     else:
-        print(generate()["matrix"])
+        out = generate()
+        print(out["matrix"])
+        print(out["restarts"])

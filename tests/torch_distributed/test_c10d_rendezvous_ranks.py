@@ -88,7 +88,7 @@ def test_master_addr_warning_only_without_an_endpoint(monkeypatch, caplog):
 
 def test_reference_states_what_the_runs_show():
     text = DOC.read_text(encoding="utf-8")
-    for phrase in ["sorted by their node descriptor", "`socket.getfqdn()`", "**new free port**",
+    for phrase in ["sorted by their node descriptor", "`socket.getfqdn()`", "**kept across restarts**",
                    "dropped silently", "`TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`"]:
         assert phrase in text, phrase
 

@@ -112,6 +112,10 @@ CALLABLES = {
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
     # transformers' method named by ddp.md / launch-torchrun.md (its default is cited in the claims ledger)
     "gradient_checkpointing_enable": None,
+    # torchrun-worker-matrix.md's restart section: the port picker RendezvousStoreInfo.build calls
+    "get_free_port": importlib.import_module("torch.distributed.elastic.utils.distributed").get_free_port,
+    # gloo-collectives-matrix.md: how its PREMUL_SUM cells built the op, and the int-to-float fix
+    "dist._make_nccl_premul_sum": dist._make_nccl_premul_sum, "t.float": None,
 }
 # Namespaces whose attribute names may appear as bare identifiers.
 import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
@@ -133,7 +137,14 @@ OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
     "FullyShardedDataParallel", "_HYBRID_SHARD_ZERO2", "ProcessGroupNCCL", "_checkpoint_wrapped_module",
     "_clip_grad_norm_with_ep", "fsdp2_prepare_model", "enable_weight_tying", "limit_all_gathers",
     "backward_prefetch", "forward_prefetch", "ignored_modules", "ignored_states", "param_init_fn",
-    "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException"}
+    "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException",
+    # DynamicRendezvousHandler's shared-store cache and server factory (torchrun-worker-matrix.md, restart section)
+    *(n for n in ("_bootstrap_store_info", "_create_tcp_store_server", "_shared_tcp_store_server")
+      if n in inspect.getsource(importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous"))),
+    # gloo-collectives-matrix.md's NCCL section cites ProcessGroupNCCL.cpp (C++, not in the CPU wheel) and its exception class
+    "getNcclReduceOp", "ncclAvg", "ncclMax", "TypeError"}
+# ReduceOp members (gloo-collectives-matrix.md's rows)
+NAMESPACES += [dist.ReduceOp.RedOpType]
 # the modules whose private functions launch-torchrun.md and process-groups.md cite as provenance
 NAMESPACES += [importlib.import_module(m) for m in (
     "torch.distributed.fsdp._init_utils", "torch.distributed.elastic.rendezvous.dynamic_rendezvous",
@@ -148,7 +159,7 @@ NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
                importlib.import_module("torch.distributed.checkpoint.state_dict_saver"),
                importlib.import_module("torch.distributed.checkpoint.utils")]
 # Words in code spans that are values, files or objects of the examples, not API names.
-VALUES = {"None", "True", "False", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
+VALUES = {"None", "True", "False", "inf", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
           "eth", "file_descriptor", "file_system", "SUM", "INFO", "DETAIL", "OFF", "WARNING", "ERROR", "FATAL",
           "WARN", "TRACE", "model", "optim", "env", "tcp", "torchrun", "deepspeed", "srun", "sampler", "step",
@@ -285,7 +296,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 13 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md (+ torchtitan)
+    assert len(DOCS) == 14 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")

@@ -87,3 +87,18 @@ def test_row_numbers_named_in_the_prose(out):
     assert f"(row {n['--max-restarts 2, rank 1 exits 3 once: attempt 1']}, rank 1" in doc
     assert f"(rows {n['-m (module)']}–{n['--no-python']})" in doc
     assert f"(row {n['PET_NPROC_PER_NODE=2, no flag']})" in doc and f"(row {n['logs: filter, tee, log dir']})" in doc
+
+
+def test_restart_block_is_the_generated_one(out):
+    """s6-mn-01: under c10d the shared store keeps MASTER_ADDR/MASTER_PORT across a restart; only
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives a new free port each round; static keeps the given port."""
+    assert block(DOC.read_text(encoding="utf-8"), "torchrun restarts") == out["restarts"].strip()
+    r = {x.split(" | ")[1]: x for x in out["restarts"].splitlines() if x.startswith("| ") and x[2].isdigit()}
+    assert len(r) == len(gen.RESTART_CASES)
+    shared, fresh, static = r["c10d, shared store (default)"], r["c10d, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"], \
+        r["static, --master-port given"]
+    assert shared.count("`MASTER_PORT=<port A>`") == 2 and "<port B>" not in shared
+    assert shared.count("`TORCHELASTIC_USE_AGENT_STORE=True`") == 2
+    assert "`TORCHELASTIC_RESTART_COUNT=1`: `MASTER_ADDR=<hostname>` `MASTER_PORT=<port B>`" in fresh
+    assert fresh.count("`TORCHELASTIC_USE_AGENT_STORE=False`") == 2
+    assert static.count("`MASTER_ADDR=127.0.0.1` `MASTER_PORT=<port>`") == 2
