@@ -9,6 +9,9 @@ so no launcher or device mesh is needed):
   `_prepare_tp` ("skip the TP preparation"), and on the multi-process path without FSDP2 `prepare_model`
   then raises NotImplementedError "Model should undergo tensor parallel" (set-4 s4-acb-08 caught the
   reference saying it trains unsharded with no error).
+- training-loop.md: FSDP2's model/optimizer counts are per `prepare` call: a model without an
+  optimizer (or the reverse) and two models in one call raise, while a GAN's `prepare(G, optG)` and
+  `prepare(D, optD)` both pass (set-6 s6-acb-03 caught the reference saying one model per Accelerator).
 """
 from __future__ import annotations
 
@@ -43,6 +46,29 @@ CHILD = textwrap.dedent("""
         out["tp_non_dtensor"] = "accepted"
     except NotImplementedError as e:
         out["tp_non_dtensor"] = "raises" if "undergo tensor parallel" in str(e) else str(e)[:80]
+    # FSDP2's counts (set-6 s6-acb-03): the real plugin with fsdp_version 2 makes state.is_fsdp2 true;
+    # _prepare_fsdp2 (fully_shard, needs a device mesh) is replaced by a recorder, so a call that passes
+    # the checks shows up in `reached`.
+    from accelerate import FullyShardedDataParallelPlugin
+    AcceleratorState._shared_state["parallelism_config"] = None
+    AcceleratorState._shared_state["distributed_type"] = DistributedType.FSDP
+    AcceleratorState._shared_state["fsdp_plugin"] = FullyShardedDataParallelPlugin(fsdp_version=2)
+    reached = []
+    acc._prepare_fsdp2 = lambda *a: (reached.append([type(x).__name__ for x in a]), a)[1]
+    G, D = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    optG, optD = torch.optim.SGD(G.parameters(), lr=0.1), torch.optim.SGD(D.parameters(), lr=0.1)
+    dl = torch.utils.data.DataLoader(list(range(4)))
+    fsdp2 = {"is_fsdp2": acc.is_fsdp2}
+    for name, call in [("model_alone", (G,)), ("optimizer_alone", (optG,)), ("G_optG_D_optD", (G, optG, D, optD)),
+                       ("G_optG", (G, optG)), ("D_optD", (D, optD)), ("dataloader_alone", (dl,))]:
+        try:
+            acc.prepare(*call)
+            fsdp2[name] = "passes"
+        except ValueError as e:
+            fsdp2[name] = ("together" if "must be passed together" in str(e) else
+                           "one_model" if "Only one model is supported when using FSDP2" in str(e) else str(e)[:80])
+    fsdp2["reached"] = reached
+    out["fsdp2"] = fsdp2
     print("RESULT " + json.dumps(out))
 """)
 
@@ -63,3 +89,12 @@ def test_multi_entry_device_map_raises_in_prepare_for_every_distributed_type(run
 def test_non_dtensor_model_is_skipped_by_prepare_tp_then_refused_by_prepare_model(run):
     assert run[0]["tp_non_dtensor"] == "raises", run[0]
     assert "we skip the TP preparation" in run[1]
+
+
+def test_fsdp2_counts_models_and_optimizers_per_prepare_call(run):
+    f = run[0]["fsdp2"]
+    assert f["is_fsdp2"] is True, f
+    assert f["model_alone"] == f["optimizer_alone"] == "together", f
+    assert f["G_optG_D_optD"] == "one_model", f
+    assert f["G_optG"] == f["D_optD"] == f["dataloader_alone"] == "passes", f
+    assert f["reached"] == [["Linear", "SGD"], ["Linear", "SGD"], ["DataLoader"]], f
