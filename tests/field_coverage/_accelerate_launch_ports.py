@@ -139,7 +139,7 @@ def _started(r) -> str:
     argv = r["argv"]
     if argv and argv[0] == "deepspeed":
         i = argv.index("--master_port")
-        return f"`deepspeed … --master_port {_sub(argv[i + 1], r)} …` (Popen)"
+        return f"`deepspeed --master_port {_sub(argv[i + 1], r)} …` (Popen)"
     return f"`{' '.join('python' if a == sys.executable else a for a in argv)}` (Popen)"
 
 
@@ -153,7 +153,7 @@ def _workers(r) -> str:
         return f"`MASTER_PORT={_sub(cfg.rdzv_endpoint.rsplit(':', 1)[1], r)}`"
     argv = r["argv"]
     if argv and argv[0] == "deepspeed":
-        return f"`MASTER_PORT={_sub(argv[argv.index('--master_port') + 1], r)}` (the runner's `--master_port`)"
+        return f"`MASTER_PORT={_sub(argv[argv.index('--master_port') + 1], r)}` (`deepspeed --master_port`)"
     return f"`MASTER_PORT={_sub(r['env'].get('MASTER_PORT'), r)}` (set by accelerate)"
 
 
