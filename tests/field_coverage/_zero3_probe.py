@@ -257,6 +257,6 @@ if RANK == 0:
         json.dump(OUT, f, indent=1, sort_keys=True)
 dist.barrier()
 # Leave the group before interpreter exit: in one suite run out of several (machine under load),
-# rank 1 died of SIGABRT ('terminate called without an active exception') after the barrier,
+# rank 1 died of SIGABRT ("terminate called without an active exception"), apparently after the barrier,
 # during teardown with the group still alive.
 dist.destroy_process_group()
