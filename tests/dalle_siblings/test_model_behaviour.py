@@ -222,6 +222,16 @@ st = tiny_dalle(stable=True)
 obs["stable"] = type(getattr(st, "norm_by_max", None)).__name__
 h = tiny_dalle().half()
 obs["half_vae"] = str(next(h.vae.parameters()).dtype)
+# one training step per sparse attention type, with and without rotary embeddings
+obs["train_attn"] = {}
+for attn in ("full", "axial_row", "axial_col", "conv_like"):
+    for rot in (False, True):
+        try:
+            m = tiny_dalle(attn_types=(attn,), rotary_emb=rot)
+            m(torch.randint(1, 20, (1, 4)), torch.randint(0, 16, (1, 16)), return_loss=True).backward()
+            obs["train_attn"][f"{attn}/{rot}"] = "ok"
+        except RuntimeError as e:
+            obs["train_attn"][f"{attn}/{rot}"] = str(e).splitlines()[0][:80]
 print(json.dumps(obs))
 ''')
 
@@ -576,6 +586,20 @@ def test_which_attention_types_keep_a_generation_cache(model):
     for axial in ("axial_row", "axial_col"):
         assert "only with `optimize_for_inference=True`" in row(ARGS, f"`{axial}` |")
     assert row(ARGS, "`conv_like` |").split("|")[3].strip() == "no"
+
+
+def test_sparse_attention_types_train_only_with_rotary_embeddings(model):
+    # torch 2.13.0: without rotary embeddings q is a view of to_qkv(x).chunk(...), and
+    # `q *= self.scale` (attention.py, SparseConvCausalAttention / SparseAxialCausalAttention) is an
+    # in-place write autograd refuses; apply_pos_emb makes a fresh q when rotary_emb is on
+    t = model["train_attn"]
+    assert t["full/False"] == t["full/True"] == "ok"
+    for attn in ("axial_row", "axial_col", "conv_like"):
+        assert t[f"{attn}/True"] == "ok"
+        assert t[f"{attn}/False"].startswith("Output 0 of ReshapeAlias is a view and is being modified inplace")
+    text = " ".join((SUB / ARGS).read_text().split())
+    assert "Output 0 of ReshapeAlias is a view and is being modified inplace" in text
+    assert "--rotary_emb" in text.split("## Attention types", 1)[1]
 
 
 def test_fp16_flag_casts_the_vae_too(model):
