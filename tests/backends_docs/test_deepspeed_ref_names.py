@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 REFS = REPO / "sub-skills" / "distributed-training-backends" / "references"
 CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-grad-accum-dtype.md",
            "deepspeed-checkpoint-loading.md", "deepspeed-warmup-lr.md", "deepspeed-multinode-runners.md",
-           "deepspeed-initialize-matrix.md", "deepspeed-checkpoint-matrix.md"]
+           "deepspeed-initialize-matrix.md", "deepspeed-checkpoint-matrix.md", "deepspeed-engine-methods.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -36,6 +36,7 @@ NOT_PACKAGE_NAMES = {
     "TORCH_": "prefix, named as not exported", "YYYYmmddHHMMSS_rank": "launch.py's log name pattern (strftime)",
     "--check": "this bundle's _ds_matrix.py option (Provenance)", "_ds_matrix": "this bundle's generator (Provenance)",
     "ckpt_case": "this bundle's _ds_probe.py function (Provenance)",
+    "_ds_methods": "this bundle's generator (Provenance)", "_ds_methods_probe": "this bundle's test probe (Provenance)",
     "ckpt_cases": "this bundle's _ds_matrix.py function (Provenance)",
     "render_ckpt": "this bundle's _ds_matrix.py function (Provenance)", "deepspeed_direct": "this bundle's test folder",
     "_mp_rank_00_model_states": "tail of the ZeRO-3 model file name pattern zero_pp_rank_<r>_mp_rank_00_model_states.pt",
