@@ -14,7 +14,10 @@ save (an `on_save` callback), the best-checkpoint fields and the checkpoint fold
   the restored best; `resume_best_copied` is the same with checkpoint-2 (the best) copied too;
 - errors: the ValueErrors of TrainingArguments / Trainer for the best-model settings.
 
-usage: python tests/backends_docs/_trainer_state_matrix.py render | write | capture | probe
+`probe quick` (the live rerun of the tests) runs every, sparse and resume only, and in the same child the
+unwrap_model x compile probe of tests/accel_siblings/_unwrap_compile_matrix.py (one interpreter for both).
+
+usage: python tests/backends_docs/_trainer_state_matrix.py render | write | capture | probe [quick]
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ SENTINEL = {"max_steps": 999, "num_train_epochs": 99, "is_local_process_zero": F
 
 
 # --------------------------------------------------------------------------------------------- probe
-def probe() -> dict:  # noqa: C901 (one linear scenario list)
+def probe(quick: bool = False) -> dict:  # noqa: C901 (one linear scenario list)
     import logging
     import shutil
     import tempfile
@@ -125,6 +128,23 @@ def probe() -> dict:  # noqa: C901 (one linear scenario list)
     out["trainer_state_json"] = {k: (rel(v) if isinstance(v, str) else v) for k, v in state_json.items()}
 
     job("sparse", root / "sparse", [1, 2, 5, 3], save_steps=2, load_best_model_at_end=True, save_total_limit=1)
+    if quick:  # the live rerun: every, sparse and the stale-path resume; the rest comes from the capture
+        stash = root / "stash"
+        shutil.copytree(a / "checkpoint-4", stash / "checkpoint-4")
+        shutil.rmtree(a)
+        b = root / "resume"
+        shutil.copytree(stash / "checkpoint-4", b / "checkpoint-4")
+        sj = json.loads((b / "checkpoint-4" / "trainer_state.json").read_text())
+        sj.update(SENTINEL)
+        (b / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(sj))
+        job("resume", b, [2, 2], resume=b / "checkpoint-4", max_steps=6, save_steps=2,
+            load_best_model_at_end=True, save_total_limit=1)
+        sys.path.insert(0, str(ROOT / "tests" / "accel_siblings"))
+        import _unwrap_compile_matrix as unwrap  # same child: one interpreter for both live reruns
+
+        out["unwrap"] = unwrap.probe()
+        shutil.rmtree(root, ignore_errors=True)
+        return out
     job("best", root / "best", [1, 3, 2, 4], save_strategy="best", load_best_model_at_end=True)
 
     stash = root / "stash"
@@ -162,10 +182,10 @@ def probe() -> dict:  # noqa: C901 (one linear scenario list)
     return out
 
 
-def run_probe() -> dict:
+def run_probe(quick: bool = False) -> dict:
     env = dict(os.environ, TRANSFORMERS_VERBOSITY="warning", TOKENIZERS_PARALLELISM="false",
                DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, __file__, "probe"], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, __file__, "probe"] + (["quick"] if quick else []), capture_output=True, text=True, timeout=120,
                           env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -173,7 +193,7 @@ def run_probe() -> dict:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["probe"]:
     sys.stdout.flush()
-    r = probe()
+    r = probe(quick=sys.argv[2:3] == ["quick"])
     print(json.dumps(r, sort_keys=True, default=str))
 
 

@@ -1,7 +1,8 @@
 """transformers-trainer-state.md is what the transformers 5.25.0 Trainer does (set 7, s7-ck-01 / s7-ck-02):
 _trainer_state_matrix.py ran tiny CPU Trainer jobs (eval every step, sparse saves, save_strategy="best",
 a resume with a stale best path); its capture is committed. The reference's generated blocks must equal the
-rendering of the capture word for word, and the probe is rerun live (one child process, about 4 s)."""
+rendering of the capture word for word, and the probe is rerun live (one child process, about 5 s, which also
+reruns the unwrap_model x compile cells of tests/accel_siblings/test_unwrap_compile_matrix.py)."""
 from __future__ import annotations
 
 import sys
@@ -25,7 +26,16 @@ def test_reference_is_the_rendered_capture(data):
 
 
 def test_live_probe_reproduces_the_capture(data):
-    assert gen.run_probe() == data
+    """One child (~5 s): every, sparse and the stale-path resume, plus the unwrap_model x compile cells of
+    tests/accel_siblings/unwrap_compile_capture.json (both live reruns share the interpreter)."""
+    live = gen.run_probe(quick=True)
+    unwrap = live.pop("unwrap")
+    for name in ("every", "sparse", "resume", "trainer_state_json", "versions"):
+        assert live[name] == data[name], name
+    sys.path.insert(0, str(gen.ROOT / "tests" / "accel_siblings"))
+    import _unwrap_compile_matrix as uc
+
+    assert unwrap == uc.load_capture()
 
 
 def test_every_trainer_state_field_is_in_the_table(data):
