@@ -173,7 +173,8 @@ def probe(quick: bool = False) -> dict:  # noqa: C901 (one linear scenario list)
         try:
             args = TrainingArguments(str(root / "err"), **base)
             Trainer(model=M(), args=args, train_dataset=ds, eval_dataset=ds)
-            errors[label] = None
+            errors[label] = {"metric_for_best_model": args.metric_for_best_model,
+                             "greater_is_better": args.greater_is_better}
         except Exception as e:  # noqa: BLE001 (recorded)
             where = "TrainingArguments" if cls == "args" else "Trainer"
             errors[label] = f"{type(e).__name__} at {where}(...): " + " ".join(str(e).split())
@@ -220,7 +221,8 @@ WRITER = {  # field -> who writes it (transformers 5.25.0 source)
     "trial_params": "`init_training_references`: `None`, or the trial's parameters",
     "stateful_callbacks": "`_save_checkpoint`: `state()` of `TrainerControl` and every `ExportableState` callback",
 }
-ACCEPTED = "accepted: `TrainingArguments` sets `metric_for_best_model=\"loss\"` when `load_best_model_at_end` is on and it is unset"
+ACCEPTED = ("accepted: `TrainingArguments` fills `metric_for_best_model={metric_for_best_model!r}`, "
+            "`greater_is_better={greater_is_better}` (False for a name ending in `loss`, else True)")
 RESUME_NOTE = {
     "best_model_checkpoint": "**checked**: not an existing directory → WARNING and set to `None`; re-pointed at the next save if `<output_dir>/checkpoint-<best_global_step>` exists",
     "logging_steps": "kept: the file's value drives the schedule; a differing argument only logs a warning",
@@ -257,7 +259,7 @@ def render(data) -> dict:
         rows.append(f"| `{k}`{star} | {_short(sj[k])} | {WRITER[k]} | {res} |")
     fields = "\n".join(rows) + "\n"
 
-    saves = ["| Run | Scores at steps 1-4 (step: score) | After each save: step → `best_global_step`, `best_model_checkpoint`, folders | End of training |",
+    saves = ["| Run | Scores (step: score) | After each save: step → `best_global_step`, `best_model_checkpoint`, folders | End of training |",
              "| --- | --- | --- | --- |"]
     desc = {"every": ("eval and save every step, `load_best_model_at_end`", "1: 1, 2: 3, 3: 2, 4: 2"),
             "sparse": ("eval every step, `save_steps=2`, `save_total_limit=1`, `load_best_model_at_end`", "1: 1, 2: 2, 3: 5, 4: 3"),
@@ -277,7 +279,7 @@ def render(data) -> dict:
     runs = "\n".join(saves) + "\n"
 
     warn = "\n".join(f"- `` {' '.join(w.split())} ``" for w in data["resume"]["warnings"]) + "\n"
-    errs = "\n".join(f"- {k}: {ACCEPTED if v is None else '`` ' + v + ' ``'}" for k, v in sorted(data["errors"].items())) + "\n"
+    errs = "\n".join(f"- {k}: {ACCEPTED.format(**v) if isinstance(v, dict) else '`` ' + v + ' ``'}" for k, v in sorted(data["errors"].items())) + "\n"
     return {"trainer state fields": fields, "trainer best checkpoint runs": runs,
             "trainer resume warnings": warn, "trainer best errors": errs}
 
