@@ -245,7 +245,7 @@ def _short(v):
 
 def render(data) -> dict:
     sj, after = data["trainer_state_json"], data["resume"]["state_after_resume_load"]
-    rows = ["| Field | In `checkpoint-4/trainer_state.json` (run) | Written by | On resume (run: sentinel values in the file where marked *) |",
+    rows = ["| Field | In `checkpoint-4/trainer_state.json` | Written by | On resume (sentinel values in the file where marked *) |",
             "| --- | --- | --- | --- |"]
     for k in sorted(sj):
         filed = SENTINEL.get(k, sj[k])
@@ -255,7 +255,7 @@ def render(data) -> dict:
         else:
             res = f"replaced by the current run: {_short(after[k])}"
         if k in RESUME_NOTE:
-            res = RESUME_NOTE[k] if k != "best_model_checkpoint" else f"{RESUME_NOTE[k]} (run: {_short(after[k])})"
+            res = RESUME_NOTE[k] if k != "best_model_checkpoint" else f"{RESUME_NOTE[k]} (measured: {_short(after[k])})"
         rows.append(f"| `{k}`{star} | {_short(sj[k])} | {WRITER[k]} | {res} |")
     fields = "\n".join(rows) + "\n"
 
