@@ -27,6 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CAPTURE = HERE / "trainer_state_capture.json"
@@ -285,30 +288,14 @@ def render(data) -> dict:
 
 
 def load_capture():
-    return json.loads(CAPTURE.read_text(encoding="utf-8"))
+    return gb.load_json(CAPTURE)
 
 
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "<!-- end generated -->"
-    return doc.split(start, 1)[1].split(end, 1)[0]
+block = gb.block
 
 
 def main(arg):
-    if arg == "capture":
-        CAPTURE.write_text(json.dumps(run_probe(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    elif arg == "render":
-        for k, v in render(load_capture()).items():
-            print(f"<!-- generated: {k} -->\n{v}<!-- end generated -->\n")
-    elif arg == "write":
-        doc = REF.read_text(encoding="utf-8")
-        for k, v in render(load_capture()).items():
-            start, end = f"<!-- generated: {k} -->\n", "<!-- end generated -->"
-            head, rest = doc.split(start, 1)
-            doc = head + start + v + end + rest.split(end, 1)[1]
-        REF.write_text(doc, encoding="utf-8")
-    else:
-        print(__doc__)
-        sys.exit(2)
+    gb.cli(arg, page=REF, capture=CAPTURE, collect=run_probe, render=render, usage=__doc__)
 
 
 if __name__ == "__main__" and sys.argv[1:2] != ["probe"]:

@@ -20,9 +20,7 @@ def data():
 
 
 def test_reference_is_the_rendered_capture(data):
-    doc = gen.REF.read_text(encoding="utf-8")
-    for name, text in gen.render(data).items():
-        assert gen.block(doc, name) == text, name
+    gen.gb.assert_page_is_rendered(gen.REF, gen.render(data))
 
 
 def test_live_probe_reproduces_the_capture(data):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _ds_matrix as m  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
 
 HERE = m.HERE
 CAPTURE = HERE / "ds_methods_capture.json"
@@ -151,32 +153,16 @@ def render(data):
 
 
 def load_capture():
-    return json.loads(CAPTURE.read_text(encoding="utf-8"))
+    return gb.load_json(CAPTURE)
 
 
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "<!-- end generated -->"
-    return doc.split(start, 1)[1].split(end, 1)[0]
+block = gb.block
 
 
 if __name__ == "__main__":
-    arg = sys.argv[1:2]
-    if arg == ["capture"]:
-        CAPTURE.write_text(json.dumps(capture(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    elif arg == ["--check"]:
+    if sys.argv[1:2] == ["--check"]:
         bad = [k for k, v in render(capture()).items() if v != render(load_capture())[k]]
         print("differs: " + ", ".join(bad) if bad else "capture reproduced")
         sys.exit(1 if bad else 0)
-    elif arg == ["write"]:
-        doc = PAGE.read_text(encoding="utf-8")
-        for k, v in render(load_capture()).items():
-            start, end = f"<!-- generated: {k} -->\n", "<!-- end generated -->"
-            head, rest = doc.split(start, 1)
-            doc = head + start + v + end + rest.split(end, 1)[1]
-        PAGE.write_text(doc, encoding="utf-8")
-    elif arg == ["render"]:
-        for k, v in render(load_capture()).items():
-            print(f"<!-- generated: {k} -->\n{v}<!-- end generated -->\n")
-    else:
-        print(__doc__)
-        sys.exit(2)
+    gb.cli(sys.argv[1] if len(sys.argv) > 1 else "", page=PAGE, capture=CAPTURE, collect=capture,
+           render=render, usage=__doc__)

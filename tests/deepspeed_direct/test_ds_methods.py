@@ -21,9 +21,7 @@ def data():
 
 
 def test_page_is_the_rendered_capture(data):
-    doc = gen.PAGE.read_text(encoding="utf-8")
-    for name, text in gen.render(data).items():
-        assert gen.block(doc, name) == text, name
+    gen.gb.assert_page_is_rendered(gen.PAGE, gen.render(data))
 
 
 def test_capture_covers_every_case(data):

@@ -1,0 +1,70 @@
+"""Generated blocks in the bundle's Markdown pages, shared by the generators that render a committed
+capture into a page (tests/*/_*_matrix.py, _ds_methods.py).
+
+A block is the text between `<!-- generated: NAME -->` (plus its newline) and `<!-- end generated -->`.
+`block` reads one, `replace` rewrites every rendered block of a page, `cli` is the common
+capture / render / write front of a generator whose blocks live in one page.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Dict
+
+END = "<!-- end generated -->"
+
+
+def start(name: str) -> str:
+    return f"<!-- generated: {name} -->\n"
+
+
+def block(doc: str, name: str) -> str:
+    """The text of block NAME in DOC (KeyError-like IndexError when the page lacks it)."""
+    return doc.split(start(name), 1)[1].split(END, 1)[0]
+
+
+def replace(doc: str, rendered: Dict[str, str]) -> str:
+    """DOC with each block named in RENDERED replaced by its new text."""
+    for name, text in rendered.items():
+        head, rest = doc.split(start(name), 1)
+        doc = head + start(name) + text + END + rest.split(END, 1)[1]
+    return doc
+
+
+def write(page: Path, rendered: Dict[str, str]) -> None:
+    page.write_text(replace(page.read_text(encoding="utf-8"), rendered), encoding="utf-8")
+
+
+def show(rendered: Dict[str, str]) -> None:
+    for name, text in rendered.items():
+        print(f"{start(name)}{text}{END}\n")
+
+
+def load_json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def cli(arg: str, *, page: Path, capture: Path, collect: Callable[[], object],
+        render: Callable[[object], Dict[str, str]], usage: str) -> None:
+    """`capture` reruns the probe into CAPTURE; `render` prints the blocks; `write` puts them in PAGE."""
+    if arg == "capture":
+        save_json(capture, collect())
+    elif arg == "render":
+        show(render(load_json(capture)))
+    elif arg == "write":
+        write(page, render(load_json(capture)))
+    else:
+        print(usage)
+        sys.exit(2)
+
+
+def assert_page_is_rendered(page: Path, rendered: Dict[str, str]) -> None:
+    """Every rendered block is in PAGE word for word (the generators' comparison test)."""
+    doc = page.read_text(encoding="utf-8")
+    for name, text in rendered.items():
+        assert block(doc, name) == text, f"{page.name}: block {name!r} differs from the rendered capture"
