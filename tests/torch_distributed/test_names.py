@@ -226,6 +226,12 @@ _acc = importlib.import_module("accelerate")      # multinode-rank-matrix.md row
 CALLABLES.update({"Accelerator": _acc.Accelerator, "Accelerator.save_state": _acc.Accelerator.save_state,
                   "ProjectConfiguration": importlib.import_module("accelerate.utils").ProjectConfiguration})
 OTHER_API |= {n for n in ("save_state",) if hasattr(_acc.Accelerator, n)}
+# dtensor.md's DeviceMesh slicing section (set-7 s7-td-01): the mesh methods its table calls, and the example's
+# mesh / dim names (m, u are the generator's meshes; cp, dp_cp, dp_ep its dim names)
+_DM = importlib.import_module("torch.distributed.device_mesh").DeviceMesh
+CALLABLES.update({"DeviceMesh._concatenate": _DM._concatenate, "get_all_groups": _DM.get_all_groups,
+                  "get_local_rank": _DM.get_local_rank, "size": _DM.size})
+VALUES |= {"m", "u", "cp", "dp_cp", "dp_ep"}
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
