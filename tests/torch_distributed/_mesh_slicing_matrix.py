@@ -42,6 +42,7 @@ CASES = [
     'm["cp", "ep"]._flatten("dp_cp")',
     'm["dp", "cp"]._flatten("ep")',
     'm["cp", "ep"]._flatten()',
+    'm["dp", "cp_ep"]',
     'm["dp", "ep"]._flatten("dp_ep")',
     'm["dp_ep", "cp"]',
     'DeviceMesh._concatenate([m["dp", "cp"]._flatten("dp_cp"), m["ep"]])',

@@ -25,16 +25,16 @@ def test_live_rerun_matches_the_capture_and_the_claims():
     rows = {i: r for i, r in enumerate(live["rows"], 1)}
     warn = "UserWarning: Slicing a flattened dim from root mesh will be deprecated"
     # the three lines work on 2.13.0, the flattened slice warns, _concatenate gives the same mesh
-    assert rows[13]["result"] == rows[23]["result"] == "2-D mesh (dp_cp=4, ep=2), ranks [[0, 1], [2, 3], [4, 5], [6, 7]]"
-    assert rows[13]["warnings"][0].startswith(warn) and rows[23]["warnings"] == []
+    assert rows[13]["result"] == rows[24]["result"] == "2-D mesh (dp_cp=4, ep=2), ranks [[0, 1], [2, 3], [4, 5], [6, 7]]"
+    assert rows[13]["warnings"][0].startswith(warn) and rows[24]["warnings"] == []
     assert rows[11]["warnings"] == []
     # order: reversed names, and a non-adjacent flattened dim with a dim inside it
-    for i in (5, 14, 22):
+    for i in (5, 14, 23):
         assert rows[i]["result"].startswith("KeyError") and "Mesh dim indices should be in ascending order." in rows[i]["result"]
-    assert rows[4]["result"].startswith("2-D mesh (dp=2, ep=2)")
+    assert rows[4]["result"].startswith("2-D mesh (dp=2, ep=2)") and rows[21]["result"].startswith("2-D mesh (dp=2, cp_ep=4)")
     assert rows[15]["result"].startswith("RuntimeError: Slicing overlapping dim_names")
     assert rows[18]["result"].startswith("ValueError: Flatten mesh with mesh_dim_name dp_cp has been created before")
     assert rows[17]["result"].startswith("1-D mesh (dp_cp=4)")
-    assert rows[30]["result"] == "RuntimeError: Cannot slice a DeviceMesh without mesh_dim_names!"
-    assert rows[26]["result"].startswith("RuntimeError") and rows[28]["result"].startswith("RuntimeError")
-    assert rows[27]["result"] == "8"
+    assert rows[31]["result"] == "RuntimeError: Cannot slice a DeviceMesh without mesh_dim_names!"
+    assert rows[27]["result"].startswith("RuntimeError") and rows[29]["result"].startswith("RuntimeError")
+    assert rows[28]["result"] == "8"

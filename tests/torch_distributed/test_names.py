@@ -231,7 +231,7 @@ OTHER_API |= {n for n in ("save_state",) if hasattr(_acc.Accelerator, n)}
 _DM = importlib.import_module("torch.distributed.device_mesh").DeviceMesh
 CALLABLES.update({"DeviceMesh._concatenate": _DM._concatenate, "get_all_groups": _DM.get_all_groups,
                   "get_local_rank": _DM.get_local_rank, "size": _DM.size})
-VALUES |= {"m", "u", "cp", "dp_cp", "dp_ep"}
+VALUES |= {"m", "u", "cp", "dp_cp", "dp_ep", "KeyError"}
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
