@@ -103,6 +103,9 @@ def render(cap) -> dict:
     return {NAME: "\n".join(out) + "\n"}
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] == ["probe"]:
+    import json
+    print(json.dumps(collect(), sort_keys=True))
+elif __name__ == "__main__":
     gb.cli(sys.argv[1] if len(sys.argv) > 1 else "", page=PAGE, capture=CAPTURE, collect=collect, render=render,
            usage=__doc__)
