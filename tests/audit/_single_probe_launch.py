@@ -322,6 +322,16 @@ def _():
     pet = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "job-master-0", "PET_MASTER_PORT": "23456",
            "PET_NPROC_PER_NODE": "8", "PET_RDZV_ENDPOINT": "job-worker-0:29400"}
     keys = ("nnodes", "nproc_per_node", "node_rank", "master_addr", "rdzv_backend", "rdzv_endpoint")
+
+    def torchrun_args(argv):
+        args = launch_command_parser().parse_args(argv)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _validate_launch_command(args)
+        prepare_multi_gpu_env(args)
+        return _filter_args(args, distrib_run.get_args_parser(),
+                            ["--training_script", args.training_script, "--training_script_args", args.training_script_args])
+
     r = {}
     os.environ.update(pet)
     try:
@@ -329,24 +339,12 @@ def _():
                             ("two_machines_rank_0",  # one config file for every pod: machine_rank 0
                              ["--multi_gpu", "--num_processes", "16", "--num_machines", "2", "--machine_rank", "0",
                               "--main_process_ip", "10.0.0.1", "--main_process_port", "29500", "train.py"])):
-            args = launch_command_parser().parse_args(argv)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                _validate_launch_command(args)
-            prepare_multi_gpu_env(args)
-            t = _filter_args(args, distrib_run.get_args_parser(),
-                             ["--training_script", args.training_script, "--training_script_args", args.training_script_args])
+            t = torchrun_args(argv)
             r[label] = {k: str(getattr(t, k)) for k in keys}
             r[label]["endpoint_used"] = distrib_run.get_rdzv_endpoint(t)
         # a PyTorchJob without elasticPolicy sets no PET_RDZV_ENDPOINT
         del os.environ["PET_RDZV_ENDPOINT"]
-        args = launch_command_parser().parse_args(["--multi_gpu", "--num_processes", "2", "train.py"])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _validate_launch_command(args)
-        prepare_multi_gpu_env(args)
-        t = _filter_args(args, distrib_run.get_args_parser(),
-                         ["--training_script", args.training_script, "--training_script_args", args.training_script_args])
+        t = torchrun_args(["--multi_gpu", "--num_processes", "2", "train.py"])
         r["one_machine_no_rdzv_endpoint"] = {"nnodes": str(t.nnodes), "endpoint_used": distrib_run.get_rdzv_endpoint(t)}
     finally:
         for k in pet:
