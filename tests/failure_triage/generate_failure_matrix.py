@@ -40,47 +40,36 @@ T = datetime.timedelta
 rank = int(os.environ.get("RANK", "0"))
 '''
 
+
+def _raise(init_comment=""):
+    """Rank 1 raises while rank 0 waits in all_reduce (the same script under each launcher)."""
+    return PRE + f'''
+dist.init_process_group("gloo"){init_comment}
+if rank == 1:
+    raise ValueError("bad batch on rank 1")
+dist.all_reduce(torch.ones(1))
+'''
+
+
+def _signal(name):
+    """Rank 1 sends itself signal NAME while rank 0 waits in all_reduce."""
+    return PRE + f'''
+import signal
+dist.init_process_group("gloo")
+if rank == 1:
+    os.kill(os.getpid(), signal.{name})
+dist.all_reduce(torch.ones(1))
+'''
+
+
 # case id -> (launcher, what fails, worker code, env, extra launcher args, timeout s)
 CASES = {
-    "raise-torchrun": ("torchrun", "rank 1 raises ValueError while rank 0 waits in all_reduce", PRE + '''
-dist.init_process_group("gloo")
-if rank == 1:
-    raise ValueError("bad batch on rank 1")
-dist.all_reduce(torch.ones(1))
-''', {}, [], 60),
-    "raise-accelerate": ("accelerate launch", "same, under `accelerate launch --multi_gpu --num_processes 2` (ACCELERATE_USE_CPU=1)", PRE + '''
-dist.init_process_group("gloo")
-if rank == 1:
-    raise ValueError("bad batch on rank 1")
-dist.all_reduce(torch.ones(1))
-''', {"ACCELERATE_USE_CPU": "1"}, [], 90),
-    "raise-deepspeed": ("deepspeed", "same, under the deepspeed launcher (`--num_gpus 2`, DS_ACCELERATOR=cpu)", PRE + '''
-dist.init_process_group("gloo")  # deepspeed.init_distributed on the CPU accelerator JIT-builds its shm op first
-if rank == 1:
-    raise ValueError("bad batch on rank 1")
-dist.all_reduce(torch.ones(1))
-''', {}, [], 120),
-    "sigkill-torchrun": ("torchrun", "rank 1 killed by SIGKILL (the OOM killer's signal)", PRE + '''
-import signal
-dist.init_process_group("gloo")
-if rank == 1:
-    os.kill(os.getpid(), signal.SIGKILL)
-dist.all_reduce(torch.ones(1))
-''', {}, [], 60),
-    "sigsegv-torchrun": ("torchrun", "rank 1 dies of SIGSEGV (a native crash)", PRE + '''
-import signal
-dist.init_process_group("gloo")
-if rank == 1:
-    os.kill(os.getpid(), signal.SIGSEGV)
-dist.all_reduce(torch.ones(1))
-''', {}, [], 60),
-    "sigkill-deepspeed": ("deepspeed", "rank 1 killed by SIGKILL under the deepspeed launcher", PRE + '''
-import signal
-dist.init_process_group("gloo")
-if rank == 1:
-    os.kill(os.getpid(), signal.SIGKILL)
-dist.all_reduce(torch.ones(1))
-''', {}, [], 120),
+    "raise-torchrun": ("torchrun", "rank 1 raises ValueError while rank 0 waits in all_reduce", _raise(), {}, [], 60),
+    "raise-accelerate": ("accelerate launch", "same, under `accelerate launch --multi_gpu --num_processes 2` (ACCELERATE_USE_CPU=1)", _raise(), {"ACCELERATE_USE_CPU": "1"}, [], 90),
+    "raise-deepspeed": ("deepspeed", "same, under the deepspeed launcher (`--num_gpus 2`, DS_ACCELERATOR=cpu)", _raise("  # deepspeed.init_distributed on the CPU accelerator JIT-builds its shm op first"), {}, [], 120),
+    "sigkill-torchrun": ("torchrun", "rank 1 killed by SIGKILL (the OOM killer's signal)", _signal("SIGKILL"), {}, [], 60),
+    "sigsegv-torchrun": ("torchrun", "rank 1 dies of SIGSEGV (a native crash)", _signal("SIGSEGV"), {}, [], 60),
+    "sigkill-deepspeed": ("deepspeed", "rank 1 killed by SIGKILL under the deepspeed launcher", _signal("SIGKILL"), {}, [], 120),
     "timeout-gloo": ("torchrun", "rank 1 skips an all_reduce (timeout=3 s); it sleeps 8 s, then exits", PRE + '''
 dist.init_process_group("gloo", timeout=T(seconds=3))
 if rank == 0:
