@@ -171,17 +171,26 @@ def child_env(**extra: str) -> dict:
     return env
 
 
-def _run(cmd: list[str], timeout: float, env: dict, cwd: str) -> tuple[int, str]:
+def run_group(cmd: list[str], timeout: float, env: dict, cwd: str) -> tuple[int, bytes, bool]:
+    """Run CMD in its own session; on timeout kill the whole process group (launcher and workers).
+    Returns (exit code, combined output, timed out)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out, False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
+        return proc.returncode, out, True
+
+
+def _run(cmd: list[str], timeout: float, env: dict, cwd: str) -> tuple[int, str]:
+    rc, out, timed_out = run_group(cmd, timeout, env, cwd)
+    if timed_out:
         raise AssertionError(f"{cmd[:4]} still running after {timeout}s; output:\n"
                              + out.decode("utf-8", "replace")[-4000:])
-    return proc.returncode, out.decode("utf-8", "replace")
+    return rc, out.decode("utf-8", "replace")
 
 
 def run_python(code: str, timeout: float = 240, env: dict | None = None, args: list[str] | None = None) -> tuple[int, str]:

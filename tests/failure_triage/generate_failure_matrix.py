@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -230,20 +228,16 @@ def run_case(case: str) -> tuple[int, str]:
         cmd, env = command(case, tmp, busy.getsockname()[1] if busy else None)
         code = Path(tmp, "train.py").read_text().replace("/tmp/fm", tmp)
         Path(tmp, "train.py").write_text(code)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp,
-                                start_new_session=True)
         try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            out += f"\n[generator: killed after {timeout} s]\n".encode()
+            rc, out, timed_out = _repro_module().run_group(cmd, timeout, env, tmp)
         finally:
             if busy:
                 busy.close()
+        if timed_out:
+            out += f"\n[generator: killed after {timeout} s]\n".encode()
         text = out.decode("utf-8", "replace").replace(os.path.realpath(tmp), TMP).replace(tmp, TMP)
         text = text.replace(str(Path(sys.executable).parent.parent), "<venv>")
-        return proc.returncode, text
+        return rc, text
 
 
 # --------------------------------------------------------------------------- reading a log
@@ -291,13 +285,17 @@ def read_log(text: str) -> dict:
     return {"excs": excs, "summary": summary, "codes": codes, "warns": warns, "n": len(lines)}
 
 
-def _triage_module():
-    """triage_log.py, loaded once under the name _repro.py gives it (one loader for both)."""
+def _repro_module():
     here = str(Path(__file__).resolve().parent)
     if here not in sys.path:
         sys.path.insert(0, here)
     import _repro
-    return _repro._triage()
+    return _repro
+
+
+def _triage_module():
+    """triage_log.py, loaded once under the name _repro.py gives it (one loader for both)."""
+    return _repro_module()._triage()
 
 
 def triage(path: Path) -> dict:
