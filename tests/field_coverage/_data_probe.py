@@ -2,6 +2,7 @@
 Accelerate-prepared DataLoaders (map-style and iterable, dispatched or sharded) and how often each
 rank's dataset is iterated; rank 0 writes JSON to argv[1] (read by test_data_sharding.py)."""
 import json
+import os
 import sys
 
 import torch
@@ -76,3 +77,9 @@ acc.wait_for_everyone()
 # tear the gloo group down before interpreter exit: left to static destruction, a rank can abort
 # ("terminate called without an active exception", SIGABRT) after the work is done
 dist.destroy_process_group()
+# Leave without interpreter teardown: under load a finished gloo rank can still abort while Python
+# finalizes (SIGABRT, "terminate called without an active exception"; seen in CI even after
+# destroy_process_group()). Every file is closed and stdout flushed first.
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
