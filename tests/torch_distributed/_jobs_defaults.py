@@ -104,6 +104,8 @@ def _rank(rank, world, job, outdir):
             json.dump(r, f)
         if dist.is_initialized():
             dist.destroy_process_group()
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: a finished gloo rank can abort there (SIGABRT) under load
 
 
 if __name__ == "__main__":
