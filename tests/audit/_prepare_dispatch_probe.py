@@ -49,6 +49,36 @@ def fsdp1_facts():
     return out
 
 
+def save_hook_facts():
+    """save_state/load_state pre-hooks on the non-DeepSpeed path (here MULTI_CPU): the hook gets every
+    prepared model and one state dict per model; popping one keeps save_state from writing that file."""
+    import os
+    import tempfile
+
+    from accelerate import Accelerator
+
+    acc = Accelerator()
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    a, b, _ = acc.prepare(a, b, torch.optim.SGD(a.parameters(), lr=0.1))
+    seen = {}
+
+    def save_hook(models, weights, output_dir):
+        seen["save"] = [len(models), len(weights), type(weights[0]).__name__]
+        weights.pop()  # the diffusers pattern: the hook wrote this model itself
+
+    acc.register_save_state_pre_hook(save_hook)
+    acc.register_load_state_pre_hook(lambda models, input_dir: seen.update(load=len(models)))
+    d = tempfile.mkdtemp()
+    acc.save_state(d)
+    files = sorted(f for f in os.listdir(d) if f.startswith("model"))
+    try:
+        acc.load_state(d)
+        load_error = None
+    except Exception as exc:  # noqa: BLE001 - recorded
+        load_error = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return {**seen, "model_files": files, "load_error": load_error}
+
+
 def module_flag_facts():
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_simple_launcher_cmd_env
@@ -70,4 +100,5 @@ if __name__ == "__main__":
     if "--fsdp1" in sys.argv:
         facts["fsdp1"] = fsdp1_facts()
         facts["module"] = module_flag_facts()
+        facts["save_hooks"] = save_hook_facts()
     print(json.dumps(facts))

@@ -79,3 +79,12 @@ def test_module_runs_python_dash_m_and_refuses_no_python(runs):
     doc = text(CMD)
     assert "the simple launcher runs `python -m SCRIPT`" in doc
     assert '| `--module` and `--no_python` | `ValueError` "--module and --no_python cannot be used together"' in doc
+
+
+def test_save_state_hooks_on_the_non_deepspeed_path(runs):
+    """Save hook: every prepared model and one state dict per model; popping one stops save_state writing
+    it; load_state then still expects it unless a load hook removes that model from `models`."""
+    hooks = runs["plain"]["save_hooks"]
+    assert hooks["save"] == [2, 2, "OrderedDict"] and hooks["load"] == 2
+    assert hooks["model_files"] == ["model.safetensors"]            # model_1's weights were popped
+    assert hooks["load_error"].startswith("FileNotFoundError") and "pytorch_model_1.bin" in hooks["load_error"]
