@@ -350,6 +350,9 @@ def section_fsdp_lora(rank, world, r, tmp):
     r["lora_fsdp1_orig_grads"] = grads(m)
     r["lora_fsdp1_orig_flat_requires_grad"] = [bool(h.flat_param.requires_grad) for h in m._all_handles]
     r["lora_fsdp1_orig_local_numel"] = {n: p.numel() for n, p in m.named_parameters()}
+    h = m._all_handles[0]                              # the sharded gradient covers the frozen part too
+    r["lora_fsdp1_orig_flat_grad"] = [h.flat_param._local_shard.numel(),
+                                      None if h.flat_param.grad is None else h.flat_param.grad.numel()]
     m = FSDP(LoraLinear(), device_id=cpu, auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
     r["lora_fsdp1_own_units_grads"] = grads(m)
     m = LoraLinear()

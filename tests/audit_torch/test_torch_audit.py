@@ -468,3 +468,5 @@ def test_fsdp_lora_mixed_requires_grad(audit_job):
     assert held[0]["base.weight"] + held[1]["base.weight"] == 64      # 104 elements, 52 per rank
     assert held[0]["lora_A.weight"] == 0 and held[1]["lora_A.weight"] == 16
     assert not r0["lora_fsdp1_orig_grads"]["lora_A.weight"] and r1["lora_fsdp1_orig_grads"]["lora_A.weight"]
+    # the sharded gradient is as large as the shard even on rank 0, whose shard is all frozen weight
+    assert r0["lora_fsdp1_orig_flat_grad"] == r1["lora_fsdp1_orig_flat_grad"] == [52, 52]
