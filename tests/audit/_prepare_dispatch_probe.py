@@ -79,6 +79,26 @@ def save_hook_facts():
     return {**seen, "model_files": files, "load_error": load_error}
 
 
+def frozen_half_module_facts():
+    """mixed_precision=bf16: a frozen helper cast to bf16 and never prepared (the diffusers VAE/text encoder)
+    gets no autocast; fed an fp32 tensor it fails, under accelerator.autocast() it runs; a prepared
+    model's output is converted back to fp32."""
+    from accelerate import Accelerator
+
+    acc = Accelerator()
+    frozen = torch.nn.Linear(4, 4).to(torch.bfloat16).requires_grad_(False)
+    trained = acc.prepare(torch.nn.Linear(4, 4))
+    x = torch.ones(2, 4)
+    try:
+        frozen(x)
+        plain = "ran"
+    except RuntimeError as exc:
+        plain = f"RuntimeError: {exc}"
+    with acc.autocast():
+        under = str(frozen(x).dtype)
+    return {"plain_call": plain, "under_autocast": under, "prepared_output": str(trained(x).dtype)}
+
+
 def module_flag_facts():
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_simple_launcher_cmd_env
@@ -97,6 +117,8 @@ def module_flag_facts():
 
 if __name__ == "__main__":
     facts = {"accelerator": accelerator_facts()}
+    if facts["accelerator"]["mixed_precision"] == "bf16":
+        facts["frozen_half"] = frozen_half_module_facts()
     if "--fsdp1" in sys.argv:
         facts["fsdp1"] = fsdp1_facts()
         facts["module"] = module_flag_facts()

@@ -88,3 +88,11 @@ def test_save_state_hooks_on_the_non_deepspeed_path(runs):
     assert hooks["save"] == [2, 2, "OrderedDict"] and hooks["load"] == 2
     assert hooks["model_files"] == ["model.safetensors"]            # model_1's weights were popped
     assert hooks["load_error"].startswith("FileNotFoundError") and "pytorch_model_1.bin" in hooks["load_error"]
+
+
+def test_frozen_half_module_outside_prepare_gets_no_autocast(runs):
+    """bf16 mixed precision autocasts only prepared models' forward: a frozen bf16 helper fed fp32 fails
+    (dtype mismatch) unless called under accelerator.autocast(); the prepared model returns fp32."""
+    half = runs["bf16"]["frozen_half"]
+    assert half["plain_call"].startswith("RuntimeError: mat1 and mat2 must have the same dtype")
+    assert half["under_autocast"] == "torch.bfloat16" and half["prepared_output"] == "torch.float32"
