@@ -99,6 +99,47 @@ def frozen_half_module_facts():
     return {"plain_call": plain, "under_autocast": under, "prepared_output": str(trained(x).dtype)}
 
 
+def reentrant_frozen_ddp_facts():
+    """DDP (the one gloo rank Accelerator() set up) over a LoRA-shaped block checkpointed with
+    use_reentrant=True behind a frozen embedding: two iterations per find_unused_parameters value."""
+    import warnings as _w
+
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Lora(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base, self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2, bias=False), nn.Linear(2, 4, bias=False)
+            self.base.requires_grad_(False)
+
+        def forward(self, x):
+            return self.base(x) + self.b(self.a(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.blk, self.head = nn.Embedding(10, 4).requires_grad_(False), Lora(), nn.Linear(4, 1)
+
+        def forward(self, ids):
+            return self.head(checkpoint(self.blk, self.emb(ids), use_reentrant=True))
+
+    out = {}
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        for unused in (False, True):
+            ddp = torch.nn.parallel.DistributedDataParallel(Net(), find_unused_parameters=unused)
+            steps = []
+            for _ in range(2):
+                try:
+                    ddp(torch.tensor([[1, 2, 3]])).sum().backward()
+                    steps.append(["ok", ddp.module.blk.a.weight.grad is not None])
+                except RuntimeError as exc:
+                    steps.append(["error", str(exc)[:80]])
+            out[str(unused)] = steps
+    return out
+
+
 def module_flag_facts():
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_simple_launcher_cmd_env
@@ -123,4 +164,5 @@ if __name__ == "__main__":
         facts["fsdp1"] = fsdp1_facts()
         facts["module"] = module_flag_facts()
         facts["save_hooks"] = save_hook_facts()
+        facts["reentrant_frozen_ddp"] = reentrant_frozen_ddp_facts()
     print(json.dumps(facts))

@@ -96,3 +96,13 @@ def test_frozen_half_module_outside_prepare_gets_no_autocast(runs):
     half = runs["bf16"]["frozen_half"]
     assert half["plain_call"].startswith("RuntimeError: mat1 and mat2 must have the same dtype")
     assert half["under_autocast"] == "torch.bfloat16" and half["prepared_output"] == "torch.float32"
+
+
+def test_reentrant_frozen_input_under_ddp(runs):
+    """ddp.md (frozen inputs): DDP over a reentrant-checkpointed LoRA block behind a frozen embedding. With
+    find_unused_parameters=False the second iteration raises DDP's unfinished-reduction error; with True every
+    step runs and the adapter never gets a gradient."""
+    ddp = runs["plain"]["reentrant_frozen_ddp"]
+    assert ddp["False"][0] == ["ok", False] and ddp["False"][1][0] == "error"
+    assert ddp["False"][1][1].startswith("Expected to have finished reduction in the prior iteration")
+    assert ddp["True"] == [["ok", False], ["ok", False]]

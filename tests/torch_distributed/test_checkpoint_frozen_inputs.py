@@ -1,6 +1,8 @@
 """Reentrant activation checkpointing over a block whose input does not require grad (the LoRA case:
 frozen embeddings feed the first checkpointed layer). Runs in-process on CPU, torch 2.13.0; backs the
-"Frozen inputs" rows of sub-skills/torch-distributed/references/ddp.md#activation-checkpointing."""
+"Frozen inputs" rows of sub-skills/torch-distributed/references/ddp.md#activation-checkpointing. The DDP
+case runs inside the one-rank process group of tests/audit/_prepare_dispatch_probe.py
+(tests/audit/test_prepare_dispatch.py::test_reentrant_frozen_input_under_ddp)."""
 from __future__ import annotations
 
 import warnings
@@ -46,3 +48,4 @@ def test_non_reentrant_or_an_input_requiring_grad_trains_lora():
     r = _run(use_reentrant=True, input_grad=True)
     assert r["out_requires_grad"] is True and r["lora_grad"] is True
     assert not any("None of the inputs" in w for w in r["warnings"])
+
