@@ -242,6 +242,11 @@ gen_eng.step()
 OUT["unwrap_for_generation"]["train_step_after"] = [list(p.shape) for p in gp]
 with deepspeed.zero.GatheredParameters(gen_eng.module.state_dict()):  # a dict iterates its keys
     OUT["gather_state_dict_noop"] = [list(p.shape) for p in gp]
+import copy  # noqa: E402
+
+ref_copy = copy.deepcopy(gen_eng.module)  # a reference model made by copying the partitioned policy
+OUT["deepcopy_partitioned"] = {"shapes": [list(p.shape) for p in ref_copy.parameters()],
+                               "zero_params": [hasattr(p, "ds_id") for p in ref_copy.parameters()]}
 
 # frozen parameters under non-reentrant activation checkpointing (the LoRA case): the recompute in
 # backward must see them whole; deepspeed 0.19.8 keeps them gathered through it

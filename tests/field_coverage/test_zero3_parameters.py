@@ -186,3 +186,8 @@ def test_generation_gather_needs_the_hooks_removed(obs):
     assert un["after_3_forwards"] == ["AVAILABLE"]
     assert un["after_exit_shapes"] == un["train_step_after"] == [[0], [0], [0], [0]]
     assert obs["gather_state_dict_noop"] == [[0], [0], [0], [0]]  # a dict gives keys: silent no-op
+
+
+def test_deepcopy_of_a_partitioned_model_is_empty(obs):
+    """copy.deepcopy of a ZeRO-3 partitioned module: plain empty tensors that are no ZeRO parameters any more."""
+    assert obs["deepcopy_partitioned"] == {"shapes": [[0], [0], [0], [0]], "zero_params": [False] * 4}
