@@ -49,6 +49,97 @@ def fsdp1_facts():
     return out
 
 
+def save_hook_facts():
+    """save_state/load_state pre-hooks on the non-DeepSpeed path (here MULTI_CPU): the hook gets every
+    prepared model and one state dict per model; popping one keeps save_state from writing that file."""
+    import os
+    import tempfile
+
+    from accelerate import Accelerator
+
+    acc = Accelerator()
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    a, b, _ = acc.prepare(a, b, torch.optim.SGD(a.parameters(), lr=0.1))
+    seen = {}
+
+    def save_hook(models, weights, output_dir):
+        seen["save"] = [len(models), len(weights), type(weights[0]).__name__]
+        weights.pop()  # the diffusers pattern: the hook wrote this model itself
+
+    acc.register_save_state_pre_hook(save_hook)
+    acc.register_load_state_pre_hook(lambda models, input_dir: seen.update(load=len(models)))
+    d = tempfile.mkdtemp()
+    acc.save_state(d)
+    files = sorted(f for f in os.listdir(d) if f.startswith("model"))
+    try:
+        acc.load_state(d)
+        load_error = None
+    except Exception as exc:  # noqa: BLE001 - recorded
+        load_error = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return {**seen, "model_files": files, "load_error": load_error}
+
+
+def frozen_half_module_facts():
+    """mixed_precision=bf16: a frozen helper cast to bf16 and never prepared (the diffusers VAE/text encoder)
+    gets no autocast; fed an fp32 tensor it fails, under accelerator.autocast() it runs; a prepared
+    model's output is converted back to fp32."""
+    from accelerate import Accelerator
+
+    acc = Accelerator()
+    frozen = torch.nn.Linear(4, 4).to(torch.bfloat16).requires_grad_(False)
+    trained = acc.prepare(torch.nn.Linear(4, 4))
+    x = torch.ones(2, 4)
+    try:
+        frozen(x)
+        plain = "ran"
+    except RuntimeError as exc:
+        plain = f"RuntimeError: {exc}"
+    with acc.autocast():
+        under = str(frozen(x).dtype)
+    return {"plain_call": plain, "under_autocast": under, "prepared_output": str(trained(x).dtype)}
+
+
+def reentrant_frozen_ddp_facts():
+    """DDP (the one gloo rank Accelerator() set up) over a LoRA-shaped block checkpointed with
+    use_reentrant=True behind a frozen embedding: two iterations per find_unused_parameters value."""
+    import warnings as _w
+
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Lora(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base, self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2, bias=False), nn.Linear(2, 4, bias=False)
+            self.base.requires_grad_(False)
+
+        def forward(self, x):
+            return self.base(x) + self.b(self.a(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.blk, self.head = nn.Embedding(10, 4).requires_grad_(False), Lora(), nn.Linear(4, 1)
+
+        def forward(self, ids):
+            return self.head(checkpoint(self.blk, self.emb(ids), use_reentrant=True))
+
+    out = {}
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        for unused in (False, True):
+            ddp = torch.nn.parallel.DistributedDataParallel(Net(), find_unused_parameters=unused)
+            steps = []
+            for _ in range(2):
+                try:
+                    ddp(torch.tensor([[1, 2, 3]])).sum().backward()
+                    steps.append(["ok", ddp.module.blk.a.weight.grad is not None])
+                except RuntimeError as exc:
+                    steps.append(["error", str(exc)[:80]])
+            out[str(unused)] = steps
+    return out
+
+
 def module_flag_facts():
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_simple_launcher_cmd_env
@@ -67,7 +158,11 @@ def module_flag_facts():
 
 if __name__ == "__main__":
     facts = {"accelerator": accelerator_facts()}
+    if facts["accelerator"]["mixed_precision"] == "bf16":
+        facts["frozen_half"] = frozen_half_module_facts()
     if "--fsdp1" in sys.argv:
         facts["fsdp1"] = fsdp1_facts()
         facts["module"] = module_flag_facts()
+        facts["save_hooks"] = save_hook_facts()
+        facts["reentrant_frozen_ddp"] = reentrant_frozen_ddp_facts()
     print(json.dumps(facts))

@@ -79,3 +79,30 @@ def test_module_runs_python_dash_m_and_refuses_no_python(runs):
     doc = text(CMD)
     assert "the simple launcher runs `python -m SCRIPT`" in doc
     assert '| `--module` and `--no_python` | `ValueError` "--module and --no_python cannot be used together"' in doc
+
+
+def test_save_state_hooks_on_the_non_deepspeed_path(runs):
+    """Save hook: every prepared model and one state dict per model; popping one stops save_state writing
+    it; load_state then still expects it unless a load hook removes that model from `models`."""
+    hooks = runs["plain"]["save_hooks"]
+    assert hooks["save"] == [2, 2, "OrderedDict"] and hooks["load"] == 2
+    assert hooks["model_files"] == ["model.safetensors"]            # model_1's weights were popped
+    assert hooks["load_error"].startswith("FileNotFoundError") and "pytorch_model_1.bin" in hooks["load_error"]
+
+
+def test_frozen_half_module_outside_prepare_gets_no_autocast(runs):
+    """bf16 mixed precision autocasts only prepared models' forward: a frozen bf16 helper fed fp32 fails
+    (dtype mismatch) unless called under accelerator.autocast(); the prepared model returns fp32."""
+    half = runs["bf16"]["frozen_half"]
+    assert half["plain_call"].startswith("RuntimeError: mat1 and mat2 must have the same dtype")
+    assert half["under_autocast"] == "torch.bfloat16" and half["prepared_output"] == "torch.float32"
+
+
+def test_reentrant_frozen_input_under_ddp(runs):
+    """ddp.md (frozen inputs): DDP over a reentrant-checkpointed LoRA block behind a frozen embedding. With
+    find_unused_parameters=False the second iteration raises DDP's unfinished-reduction error; with True every
+    step runs and the adapter never gets a gradient."""
+    ddp = runs["plain"]["reentrant_frozen_ddp"]
+    assert ddp["False"][0] == ["ok", False] and ddp["False"][1][0] == "error"
+    assert ddp["False"][1][1].startswith("Expected to have finished reduction in the prior iteration")
+    assert ddp["True"] == [["ok", False], ["ok", False]]

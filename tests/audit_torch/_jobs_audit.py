@@ -321,6 +321,46 @@ def section_fsdp1_hybrid(rank, world, r, tmp):
         iu._sync_module_params_and_buffers, iu._check_module_states_for_sync_module_states = real_sync, real_check
 
 
+def section_fsdp_lora(rank, world, r, tmp):
+    """A LoRA-shaped block (frozen base Linear + trainable lora_A/lora_B, as PEFT builds it) under
+    FSDP1 with and without use_orig_params, FSDP1 with the trainable layers in their own units (what
+    PEFT's fsdp_auto_wrap_policy does), and FSDP2. Records the error or which grads exist."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, fully_shard
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    cpu = torch.device("cpu")
+
+    class LoraLinear(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base = nn.Linear(8, 8)
+            self.lora_A, self.lora_B = nn.Linear(8, 2, bias=False), nn.Linear(2, 8, bias=False)
+            self.base.requires_grad_(False)
+
+        def forward(self, x):
+            return self.base(x) + self.lora_B(self.lora_A(x))
+
+    def grads(m):
+        loss = m(torch.ones(2, 8)).sum()
+        loss.backward()
+        return {n.replace("_fsdp_wrapped_module.", ""): p.grad is not None for n, p in m.named_parameters()}
+
+    torch.manual_seed(0)
+    r["lora_fsdp1_flat"] = capture(lambda: FSDP(LoraLinear(), device_id=cpu) and None)
+    m = FSDP(LoraLinear(), device_id=cpu, use_orig_params=True)
+    r["lora_fsdp1_orig_grads"] = grads(m)
+    r["lora_fsdp1_orig_flat_requires_grad"] = [bool(h.flat_param.requires_grad) for h in m._all_handles]
+    r["lora_fsdp1_orig_local_numel"] = {n: p.numel() for n, p in m.named_parameters()}
+    h = m._all_handles[0]                              # the sharded gradient covers the frozen part too
+    r["lora_fsdp1_orig_flat_grad"] = [h.flat_param._local_shard.numel(),
+                                      None if h.flat_param.grad is None else h.flat_param.grad.numel()]
+    m = FSDP(LoraLinear(), device_id=cpu, auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+    r["lora_fsdp1_own_units_grads"] = grads(m)
+    m = LoraLinear()
+    fully_shard(m)
+    r["lora_fsdp2_grads"] = grads(m)
+    r["lora_fsdp2_base_requires_grad"] = bool(m.base.weight.requires_grad)
+
+
 def section_dcp_node_local(rank, world, r, tmp):
     """DCP save where each rank's path is a different folder, as on node-local disks (set-5 s5-mn-05):
     which files each "node" ends up holding."""
@@ -340,7 +380,7 @@ def section_sampler(rank, world, r, tmp):
 
 
 JOBS = {"audit": [section_groups, section_ddp, section_fsdp, section_fsdp_extra_forward, section_fsdp1_hybrid,
-                   section_dcp_node_local, section_sampler]}
+                   section_fsdp_lora, section_dcp_node_local, section_sampler]}
 
 
 def dump(r, job, rank, outdir):

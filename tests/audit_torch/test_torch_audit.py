@@ -446,3 +446,27 @@ def test_dcp_save_to_node_local_folders_leaves_metadata_on_rank0_only(audit_job)
     r0, r1 = ranks(audit_job)
     assert r0["dcp_node_local_files"] == [".metadata", "__0_0.distcp"]
     assert r1["dcp_node_local_files"] == ["__1_0.distcp"]
+
+
+def test_fsdp_lora_mixed_requires_grad(audit_job):
+    """A frozen base Linear beside trainable LoRA layers in one wrap unit: FSDP1 refuses it without
+    use_orig_params; with it the flat parameter requires grad and each rank sees only its slice of each
+    original parameter (a LoRA weight outside this rank's shard has 0 elements and no grad); LoRA layers in
+    their own units (PEFT's fsdp_auto_wrap_policy) and FSDP2 need neither; frozen weights never get a grad."""
+    r0, r1 = ranks(audit_job)
+    for r in (r0, r1):
+        assert r["lora_fsdp1_flat"]["error"]["type"] == "ValueError"
+        assert err(r["lora_fsdp1_flat"]) == "Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`"
+        assert r["lora_fsdp1_orig_flat_requires_grad"] == [True]
+        assert not r["lora_fsdp1_orig_grads"]["base.weight"] and not r["lora_fsdp1_orig_grads"]["base.bias"]
+        assert r["lora_fsdp1_own_units_grads"] == {"base._flat_param": False, "lora_A._flat_param": True,
+                                                   "lora_B._flat_param": True}
+        assert r["lora_fsdp2_grads"] == {"base.weight": False, "base.bias": False, "lora_A.weight": True,
+                                         "lora_B.weight": True}
+        assert r["lora_fsdp2_base_requires_grad"] is False
+    held = [{n.split(".", 1)[1]: k for n, k in r["lora_fsdp1_orig_local_numel"].items()} for r in (r0, r1)]
+    assert held[0]["base.weight"] + held[1]["base.weight"] == 64      # 104 elements, 52 per rank
+    assert held[0]["lora_A.weight"] == 0 and held[1]["lora_A.weight"] == 16
+    assert not r0["lora_fsdp1_orig_grads"]["lora_A.weight"] and r1["lora_fsdp1_orig_grads"]["lora_A.weight"]
+    # the sharded gradient is as large as the shard even on rank 0, whose shard is all frozen weight
+    assert r0["lora_fsdp1_orig_flat_grad"] == r1["lora_fsdp1_orig_flat_grad"] == [52, 52]

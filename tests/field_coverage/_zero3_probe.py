@@ -187,6 +187,67 @@ OUT["save_model_every_rank_errors"] = every_rank(err)
 dist.barrier()
 OUT["save_model_files"] = sorted(os.listdir(os.path.join(tmp, "export")))
 
+# save_state / load_state hooks under DeepSpeed (the diffusers save_model_hook pattern): the engine has
+# already written its checkpoint when the save hook runs, so `weights` is empty; the load hook gets no models
+OUT["accelerate_models_before_hooks"] = len(acc._models)
+m3 = torch.nn.Linear(5, 3)
+# the forced Accelerator above counts 1 process (no accelerate launcher env): state the batch for 2 ranks
+acc.state.deepspeed_plugin.deepspeed_config.update(train_batch_size=2, train_micro_batch_size_per_gpu=1,
+                                                   gradient_accumulation_steps=1)
+e3, o3 = acc.prepare(m3, torch.optim.SGD(m3.parameters(), lr=0.1))
+hook_calls = {}
+acc.register_save_state_pre_hook(lambda models, weights, d: hook_calls.update(save=[len(models), len(weights)]))
+acc.register_load_state_pre_hook(lambda models, d: hook_calls.update(load=[len(models)]))
+acc.save_state(os.path.join(tmp, "state"))
+acc.load_state(os.path.join(tmp, "state"))
+OUT["ds_state_hooks"] = every_rank(hook_calls)
+dist.barrier()
+OUT["ds_state_files"] = sorted(os.listdir(os.path.join(tmp, "state")))
+
+# a frozen reference/reward model through deepspeed.initialize with no optimizer, per stage
+OUT["no_optimizer_engine"] = {}
+for stage in (0, 1, 2, 3):
+    ref = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 1)).requires_grad_(False)
+    conf = {"train_micro_batch_size_per_gpu": 1,
+            "zero_optimization": {"stage": stage, "stage3_param_persistence_threshold": 0}}
+    try:
+        ref_eng = deepspeed.initialize(model=ref, config=conf)[0]
+        with torch.no_grad():
+            ref_eng(torch.ones(2, 5))
+        OUT["no_optimizer_engine"][str(stage)] = {"optimizer": type(ref_eng.optimizer).__name__,
+                                                   "weight_shape": list(ref_eng.module[0].weight.shape)}
+    except AssertionError as e:
+        OUT["no_optimizer_engine"][str(stage)] = {"error": str(e)}
+
+# generation inside a training loop: one gather of the whole model, then several forwards
+gen = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 1))
+gen_eng = deepspeed.initialize(model=gen, model_parameters=gen.parameters(),
+                               config=cfg(stage3_param_persistence_threshold=0))[0]
+gp = list(gen_eng.module.parameters())
+with deepspeed.zero.GatheredParameters(gen_eng.module.parameters()):  # a generator is accepted
+    gathered = [p.ds_status.name for p in gp]
+    with torch.no_grad():
+        gen_eng.module(torch.ones(1, 5))
+    after_fwd = [p.ds_status.name for p in gp]
+OUT["gather_all_then_forward"] = {"gathered": sorted(set(gathered)), "after_forward": sorted(set(after_fwd))}
+from deepspeed.runtime.zero import unwrap_model_for_generation  # noqa: E402
+with unwrap_model_for_generation(gen_eng) as unwrapped:
+    with torch.no_grad():
+        for _ in range(3):
+            unwrapped.module(torch.ones(1, 5))
+    during = sorted({p.ds_status.name for p in gp})
+OUT["unwrap_for_generation"] = {"after_3_forwards": during, "after_exit_shapes": [list(p.shape) for p in gp]}
+gen_eng.backward(gen_eng(torch.ones(2, 5)).sum())
+gen_eng.step()
+OUT["unwrap_for_generation"]["train_step_after"] = [list(p.shape) for p in gp]
+with deepspeed.zero.GatheredParameters(gen_eng.module.state_dict()):  # a dict iterates its keys
+    OUT["gather_state_dict_noop"] = [list(p.shape) for p in gp]
+import copy  # noqa: E402
+
+ref_copy = copy.deepcopy(gen_eng.module)  # a reference model made by copying the partitioned policy
+OUT["deepcopy_partitioned"] = {"shapes": [list(p.shape) for p in ref_copy.parameters()],
+                               "zero_params": [hasattr(p, "ds_id") for p in ref_copy.parameters()]}
+
 # frozen parameters under non-reentrant activation checkpointing (the LoRA case): the recompute in
 # backward must see them whole; deepspeed 0.19.8 keeps them gathered through it
 from torch.utils.checkpoint import checkpoint  # noqa: E402

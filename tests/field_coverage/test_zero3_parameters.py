@@ -156,3 +156,38 @@ def test_what_each_node_writes_in_save_checkpoint(obs):
     z3 = [[f"global_step1/zero_pp_rank_{r}_mp_rank_00_model_states.pt",
            f"global_step1/zero_pp_rank_{r}_mp_rank_00_optim_states.pt"] for r in (0, 1)]
     assert s["stage3_node_local_false"] == s["stage3_node_local_true"] == [z3[0] + head, z3[1]]
+
+
+def test_save_state_hooks_under_deepspeed_get_no_weights(obs):
+    """The diffusers save_model_hook pattern: under DeepSpeed the engine has written its checkpoint before
+    the save hook runs, so `weights` is empty (weights.pop() raises IndexError) and the load hook's
+    `models` is empty (the engines were loaded already); no model.safetensors is written."""
+    assert obs["accelerate_models_before_hooks"] == 0  # the refused two-model prepare registered nothing
+    assert obs["ds_state_hooks"] == [{"save": [1, 0], "load": [0]}] * 2
+    assert "pytorch_model" in obs["ds_state_files"] and "model.safetensors" not in obs["ds_state_files"]
+
+
+def test_frozen_model_engine_without_optimizer_per_stage(obs):
+    """A reference/reward model through deepspeed.initialize with no optimizer: stages 0 and 3 build an
+    engine (stage 3 partitions it, DeepSpeedZeRoOffload), stages 1 and 2 refuse."""
+    eng = obs["no_optimizer_engine"]
+    assert eng["0"] == {"optimizer": "NoneType", "weight_shape": [4, 5]}
+    assert eng["1"] == {"error": "zero stage 1 requires an optimizer"}
+    assert eng["2"] == {"error": "zero stage 2 requires an optimizer"}
+    assert eng["3"] == {"optimizer": "DeepSpeedZeRoOffload", "weight_shape": [0]}
+
+
+def test_generation_gather_needs_the_hooks_removed(obs):
+    """GatheredParameters over the whole model does not survive a forward: the engine's module hooks release
+    the parameters again; deepspeed.runtime.zero.unwrap_model_for_generation gathers once and removes the
+    hooks, so repeated forwards keep them whole, and training resumes partitioned after it."""
+    assert obs["gather_all_then_forward"] == {"gathered": ["AVAILABLE"], "after_forward": ["NOT_AVAILABLE"]}
+    un = obs["unwrap_for_generation"]
+    assert un["after_3_forwards"] == ["AVAILABLE"]
+    assert un["after_exit_shapes"] == un["train_step_after"] == [[0], [0], [0], [0]]
+    assert obs["gather_state_dict_noop"] == [[0], [0], [0], [0]]  # a dict gives keys: silent no-op
+
+
+def test_deepcopy_of_a_partitioned_model_is_empty(obs):
+    """copy.deepcopy of a ZeRO-3 partitioned module: plain empty tensors that are no ZeRO parameters any more."""
+    assert obs["deepcopy_partitioned"] == {"shapes": [[0], [0], [0], [0]], "zero_params": [False] * 4}

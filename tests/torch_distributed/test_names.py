@@ -111,7 +111,7 @@ CALLABLES = {
     "accelerator.prepare": importlib.import_module("accelerate").Accelerator.prepare, "model": None, "model.module": None, "model.module.state_dict": None,
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
     # transformers' method named by ddp.md / launch-torchrun.md (its default is cited in the claims ledger)
-    "gradient_checkpointing_enable": None,
+    "gradient_checkpointing_enable": None, "enable_input_require_grads": None,  # transformers PreTrainedModel methods
     # torchrun-worker-matrix.md's restart section: the port picker RendezvousStoreInfo.build calls
     "get_free_port": importlib.import_module("torch.distributed.elastic.utils.distributed").get_free_port,
     # gloo-collectives-matrix.md: how its PREMUL_SUM cells built the op, and the int-to-float fix
@@ -221,6 +221,8 @@ _os = importlib.import_module("os")
 CALLABLES.update({"os.sched_getaffinity": getattr(_os, "sched_getaffinity", None), "os.cpu_count": _os.cpu_count})
 OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.config_args").ClusterConfig.__dataclass_fields__
               if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
+# transformers PreTrainedModel names ddp.md cites for reentrant checkpointing over frozen inputs (5.25.0 source)
+OTHER_API |= {"activation_checkpointing_enable", "main_input_name", "input_ids", "inputs_embeds", "pixel_values"}
 OTHER_API |= {"ConnectionError"}   # Python's builtin, raised by accelerate's port check (multinode-rank-matrix.md)
 _acc = importlib.import_module("accelerate")      # multinode-rank-matrix.md rows 21-22 call these
 CALLABLES.update({"Accelerator": _acc.Accelerator, "Accelerator.save_state": _acc.Accelerator.save_state,
