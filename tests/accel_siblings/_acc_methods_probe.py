@@ -106,7 +106,7 @@ elif SETUP.startswith("ds_"):
     # naming gloo through PartialState first gives the real world size (DS_ACCELERATOR=cpu).
     PartialState(backend="gloo")
     kw["deepspeed_plugin"] = DeepSpeedPlugin(zero_stage=stage, gradient_accumulation_steps=2,
-                                             gradient_clipping=1.0)
+                                             gradient_clipping=0.1)
 elif SETUP == "fsdp2":
     kw["cpu"] = True
 acc = Accelerator(**kw)
