@@ -137,14 +137,21 @@ STEP_ROWS = [
     ("clip_grad_norm_", "then `clip_grad_norm_(model.parameters(), 1.0)`"),
     ("clip_grad_value_", "then `clip_grad_value_(model.parameters(), 0.5)`"),
     ("optimizer.step", "then `optimizer.step()`"),
+    ("optimizer_step_was_skipped", "then `optimizer_step_was_skipped`"),
     ("@same after step", "weights identical on both ranks after that step"),
     ("no_sync + backward", "`with no_sync(model): backward(loss)` (outside `accumulate`)"),
     ("accumulate, micro-step 1 of 2", "`with accumulate(model):` backward, step, zero_grad: micro-step 1 of 2"),
     ("accumulate, micro-step 2 of 2", "same, micro-step 2 of 2"),
     ("@same after accumulate", "weights identical on both ranks after the accumulated step"),
+    ("no_grad forward between backward and step",
+     "parameters holding `.grad` after `backward` (outside `accumulate`), then after a `torch.no_grad()` forward"),
+    ("main_process_first", "`with main_process_first(): pass`"),
+    ("join_uneven_inputs", "`with join_uneven_inputs([model], even_batches=False): pass`"),
     ("autocast", "`with autocast():` (`mixed_precision=\"no\"`): yields, fp32 matmul gives"),
     ("unwrap_model", "`unwrap_model(model)` type"),
     ("get_state_dict", "`get_state_dict(model)`"),
+    ("get_state_dict(unwrap=False) keys", "`get_state_dict(model, unwrap=False)`: first keys"),
+    ("unwrap_model(model).state_dict()", "`unwrap_model(model).state_dict()[\"0.weight\"]` (8×4 weight)"),
     ("get_state_dict, gather16", "same, `stage3_gather_16bit_weights_on_model_save` true"),
     ("save_model", "`save_model(model, dir)` on every rank: files"),
     ("save_model, gather16", "same, `stage3_gather_16bit_weights_on_model_save` true"),
@@ -170,6 +177,9 @@ class Notes:
 
 def fmt(v) -> str:
     """One returned value, as the page shows it."""
+    if isinstance(v, dict) and "local numel" in v:
+        s = f"shape {'×'.join(str(d) for d in v['T'])}, {v['local numel']} elements held on this rank"
+        return s + (" (DTensor)" if "local" in v else "") + (", all zero" if v["all zero"] else "")
     if isinstance(v, dict) and "T" in v:
         shape = "×".join(str(d) for d in v["T"]) or "0-dim"
         vals = v.get("v")
@@ -192,6 +202,9 @@ def fmt(v) -> str:
         head = "" if r is None else (f"`sync_gradients` {r['sync_gradients']}; " if isinstance(r, dict) and
                                      "sync_gradients" in r else f"returns {fmt(r)}; ")
         return head + ("**weights updated**" if v["weights changed"] else "weights unchanged")
+    if isinstance(v, dict) and "grads before" in v:
+        return f"{v['grads before']} → {v['grads after']} of {v['params']}; the `optimizer.step()` after it " + \
+            ("**updated** the weights" if v["step changed weights"] else "left the weights unchanged")
     if isinstance(v, dict) and "keys" in v:
         return f"{v['keys']} keys" + (", full shapes" if v["keys"] else " (empty dict)")
     if isinstance(v, dict) and "context" in v:
@@ -228,6 +241,8 @@ def _one(r: dict, notes: Notes, key: str) -> tuple:
     c = r.get(key)
     if c is None:
         return None, None
+    if key == "join_uneven_inputs" and c["ok"]:
+        return ("warns " + " ".join(notes.ref(w) for w in c["v"]) if c["v"] else "no warning"), _coll(c["coll"])
     if key == "print":
         return f"{c['v']} line" + ("" if c["v"] == 1 else "s"), _coll(c["coll"])
     res = fmt(c["v"]) if c["ok"] else f"**{c['err']}** {notes.ref(c['msg'])}"

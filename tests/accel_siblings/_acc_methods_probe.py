@@ -244,6 +244,7 @@ changed("backward", lambda: summ(acc.backward(loss_of(0))))
 call("clip_grad_norm_", lambda: summ(acc.clip_grad_norm_(model.parameters(), 1.0)))
 call("clip_grad_value_", lambda: summ(acc.clip_grad_value_(model.parameters(), 0.5)))
 changed("optimizer.step", lambda: summ(opt.step()))
+call("optimizer_step_was_skipped", lambda: acc.optimizer_step_was_skipped)
 call("optimizer.zero_grad", lambda: summ(opt.zero_grad()))
 res["fingerprint after step"] = fingerprint()
 
@@ -269,6 +270,51 @@ changed("accumulate, micro-step 1 of 2", lambda: micro_step(0))
 changed("accumulate, micro-step 2 of 2", lambda: micro_step(1))
 res["fingerprint after accumulate"] = fingerprint()
 
+
+
+def grads_held():
+    return sum(p.grad is not None for p in model.parameters())
+
+
+def eval_forward_between_backward_and_step():
+    """backward (outside accumulate), then a no_grad forward as a mid-step evaluation would do, then
+    optimizer.step(): how many parameters hold a .grad before and after that forward, and whether the
+    step still changed the weights."""
+    opt.zero_grad()
+    acc.backward(loss_of(5))
+    before = grads_held()
+    with torch.no_grad():
+        model(torch.ones(2, 4))
+    after = grads_held()
+    fp = fingerprint()
+    opt.step()
+    stepped = fingerprint() != fp
+    opt.zero_grad()
+    return {"grads before": before, "grads after": after, "params": len(list(model.parameters())),
+            "step changed weights": stepped}
+
+
+call("no_grad forward between backward and step", eval_forward_between_backward_and_step)
+
+
+def main_process_first():
+    with acc.main_process_first():
+        pass
+
+
+call("main_process_first", main_process_first)
+
+
+def join():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with acc.join_uneven_inputs([model], even_batches=False):
+            pass
+    return [str(x.message).splitlines()[0][:200] for x in w if "oin" in str(x.message)]
+
+
+call("join_uneven_inputs", join)
+
 # autocast
 def autocast():
     with acc.autocast() as ctx:
@@ -289,6 +335,20 @@ def state_dict():
 
 
 call("get_state_dict", state_dict)
+call("get_state_dict(unwrap=False) keys", lambda: sorted(acc.get_state_dict(model, unwrap=False) or {})[:2])
+
+
+def plain_state_dict():
+    t = acc.unwrap_model(model).state_dict()["0.weight"]
+    d = summ(t)
+    d.pop("v", None)
+    loc = t.to_local() if hasattr(t, "to_local") else t
+    d["local numel"] = loc.numel()
+    d["all zero"] = bool((loc == 0).all()) if loc.numel() else None
+    return d
+
+
+call("unwrap_model(model).state_dict()", plain_state_dict)
 SAVE = OUT / "saved"
 SAVE.mkdir(parents=True, exist_ok=True)
 

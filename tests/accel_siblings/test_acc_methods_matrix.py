@@ -97,3 +97,19 @@ def test_fsdp2_and_zero3_state_dicts(data):
     assert _v(data, "ds_z3", "get_state_dict")["err"] == "ValueError"
     assert _v(data, "ds_z3", "get_state_dict, gather16", 0)["v"]["keys"] == 4
     assert _v(data, "ds_z3", "get_state_dict, gather16", 1)["v"] is None
+
+
+def test_fsdp2_eval_forward_between_backward_and_step_drops_the_step(data):
+    key = "no_grad forward between backward and step"
+    for r in (0, 1):
+        v = _v(data, "fsdp2", key, r)["v"]
+        assert (v["grads before"], v["grads after"], v["step changed weights"]) == (4, 0, False)
+    for s in ("multi_cpu", "single"):
+        v = _v(data, s, key)["v"]
+        assert (v["grads before"], v["grads after"], v["step changed weights"]) == (4, 4, True)
+    assert _v(data, "multi_cpu", "get_state_dict(unwrap=False) keys")["v"][0].startswith("module.")
+    assert _v(data, "fsdp2", "unwrap_model(model).state_dict()")["v"]["local numel"] == 16
+    assert _v(data, "ds_z3", "unwrap_model(model).state_dict()")["v"]["local numel"] == 0
+    for s in ("multi_cpu", "ds_z2", "ds_z3", "fsdp2"):
+        assert _v(data, s, "main_process_first")["coll"] == {"barrier": 1}
+        assert _v(data, s, "join_uneven_inputs")["v"][0].startswith("Joining uneven inputs is only supported")
