@@ -144,7 +144,7 @@ STEP_ROWS = [
     ("accumulate, micro-step 2 of 2", "same, micro-step 2 of 2"),
     ("@same after accumulate", "weights identical on both ranks after the accumulated step"),
     ("no_grad forward between backward and step",
-     "parameters holding `.grad` after `backward` (outside `accumulate`), then after a `torch.no_grad()` forward"),
+     "`backward` (outside `accumulate`), a `torch.no_grad()` forward, `optimizer.step()`, another forward"),
     ("main_process_first", "`with main_process_first(): pass`"),
     ("join_uneven_inputs", "`with join_uneven_inputs([model], even_batches=False): pass`"),
     ("autocast", "`with autocast():` (`mixed_precision=\"no\"`): yields, fp32 matmul gives"),
@@ -203,8 +203,14 @@ def fmt(v) -> str:
                                      "sync_gradients" in r else f"returns {fmt(r)}; ")
         return head + ("**weights updated**" if v["weights changed"] else "weights unchanged")
     if isinstance(v, dict) and "grads before" in v:
-        return f"{v['grads before']} → {v['grads after']} of {v['params']}; the `optimizer.step()` after it " + \
-            ("**updated** the weights" if v["step changed weights"] else "left the weights unchanged")
+        s = f"`.grad` on {v['grads before']} → {v['grads after']} of {v['params']}"
+        if "optimizer params stepped" in v:
+            s += ("; `parameters()` still the optimizer's" if v["parameters() are the optimizer's"] else
+                  "; `parameters()` now **not** the optimizer's tensors")
+            s += "; step " + ("updated them" if v["optimizer params stepped"] else "**did not update** them")
+            s += "; next forward " + ("used the stepped weights" if v["next forward uses stepped weights"] else
+                                      "used the **pre-step** weights")
+        return s
     if isinstance(v, dict) and "keys" in v:
         return f"{v['keys']} keys" + (", full shapes" if v["keys"] else " (empty dict)")
     if isinstance(v, dict) and "context" in v:
