@@ -36,6 +36,7 @@ SETUPS = {  # name: (processes, column title)
     "ds_z3": (2, "DeepSpeed ZeRO-3"),
     "fsdp2": (2, "FSDP2 (forced, see note)"),
 }
+EXTRA = {"torch_fsdp2_layers": 2}   # plain torch fully_shard per layer + root (no Accelerator)
 
 
 def _port() -> int:
@@ -60,7 +61,7 @@ def _env(rank: int, world: int, port: int, ext: Path) -> dict:
 
 def run_setup(setup: str, work: Path, ext: Path = EXT, timeout: int = 300) -> dict:
     """{"rank0": {...}, "rank1": {...}} for SETUP; a rank that wrote nothing gets its stderr tail."""
-    world = SETUPS[setup][0]
+    world = SETUPS[setup][0] if setup in SETUPS else EXTRA[setup]
     out = Path(work) / setup
     out.mkdir(parents=True, exist_ok=True)
     port = _port()
@@ -86,7 +87,7 @@ def capture(only=None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="acc_methods_"))
     try:
         got = load_capture() if only else {}
-        got.update({s: run_setup(s, work) for s in (only or SETUPS)})
+        got.update({s: run_setup(s, work) for s in (only or list(SETUPS) + list(EXTRA))})
         return got
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -305,7 +306,18 @@ def render(data: dict) -> dict:
                     ("`num_processes`", lambda r: r["state"]["num_processes"]),
                     ("`device`", lambda r: r["state"]["device"])):
         state += f"| {what} | " + " | ".join(f"`{f(data[s]['rank0'])}`" for s in ORDER) + " |\n"
-    return {"acc-methods-state": state,
+    t = data["torch_fsdp2_layers"]
+    root = "| Parameter | wrapped by | still the optimizer's tensor after the `no_grad` forward |\n| --- | --- | --- |\n"
+    for name, same in t["rank0"]["parameters() are the optimizer's"].items():
+        agree = all(t[r]["parameters() are the optimizer's"][name] == same for r in t)
+        who = "root `fully_shard(model)`" if name.startswith("4.") else f"`fully_shard(model[{name[0]}])`"
+        root += f"| `{name}` | {who} | {'yes' if same else '**no**'}{'' if agree else ' (ranks differ)'} |\n"
+    nxt = {t[r]["next forward uses stepped weights"] for r in t}
+    root += "\nNext forward after `optimizer.step()`: " + (
+        "used the stepped weights." if nxt == {True} else "**did not** use the stepped weights." if nxt == {False}
+        else "ranks differ.") + "\n"
+    return {"acc-methods-fsdp2-root": root,
+            "acc-methods-state": state,
             "acc-methods-comm": comm + "\n" + n1.block(),
             "acc-methods-step": step + "\n" + "".join(f"E{i + 1 + offset}: {t.replace('|', '&#124;')}<br>\n"
                                                       for i, t in enumerate(n2.texts))}

@@ -36,6 +36,45 @@ from accelerate.state import AcceleratorState  # noqa: E402
 from accelerate.utils import broadcast, broadcast_object_list  # noqa: E402
 
 RANK = int(os.environ.get("RANK", "0"))
+
+
+def torch_fsdp2_layers(out):
+    """Plain torch, no Accelerate: fully_shard on two Linear layers and on the root, which keeps the last
+    Linear as its own parameters. backward, a no_grad forward, SGD step, next forward: which of
+    model.parameters() are still the optimizer's tensors, and whether the next forward used the stepped
+    weights (compared with a forward computed by hand from the optimizer's parameters)."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                            torch.nn.Linear(8, 2))
+    fully_shard(m[0])
+    fully_shard(m[2])
+    fully_shard(m)
+    o = torch.optim.SGD(m.parameters(), lr=0.5)
+    held = list(o.param_groups[0]["params"])
+    names = [n for n, _ in m.named_parameters()]
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(RANK))
+    m(x).pow(2).mean().backward()
+    x1 = torch.ones(2, 4)
+    with torch.no_grad():
+        m(x1)
+    same = {n: p is q for n, p, q in zip(names, m.parameters(), held)}
+    o.step()
+    w = [q.full_tensor() for q in held]
+    with torch.no_grad():
+        y = m(x1)
+        h = torch.relu(torch.relu(x1 @ w[0].T + w[1]) @ w[2].T + w[3])
+        ok = bool(torch.allclose(y, h @ w[4].T + w[5]))
+    (out / f"rank{RANK}.json").write_text(json.dumps({"parameters() are the optimizer's": same,
+                                                      "next forward uses stepped weights": ok}, sort_keys=True))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if SETUP == "torch_fsdp2_layers":
+    torch_fsdp2_layers(OUT)
 res: dict = {}
 logs: list = []
 

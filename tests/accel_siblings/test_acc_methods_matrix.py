@@ -30,7 +30,8 @@ def test_page_is_the_rendered_capture(data):
 
 
 def test_capture_covers_every_setup_and_row(data):
-    assert set(data) == set(gen.SETUPS)
+    assert set(data) == set(gen.SETUPS) | set(gen.EXTRA)
+    assert sorted(data["torch_fsdp2_layers"]) == ["rank0", "rank1"]
     for setup, (world, _) in gen.SETUPS.items():
         assert sorted(data[setup]) == [f"rank{r}" for r in range(world)]
         for rank in data[setup].values():
@@ -118,3 +119,10 @@ def test_fsdp2_eval_forward_between_backward_and_step_leaves_stale_weights(data)
     for s in ("multi_cpu", "ds_z2", "ds_z3", "fsdp2"):
         assert _v(data, s, "main_process_first")["coll"] == {"barrier": 1}
         assert _v(data, s, "join_uneven_inputs")["v"][0].startswith("Joining uneven inputs is only supported")
+
+
+def test_plain_torch_fsdp2_only_the_roots_own_parameters_stay_unsharded(data):
+    for rank in data["torch_fsdp2_layers"].values():
+        same = rank["parameters() are the optimizer's"]
+        assert {n for n, v in same.items() if not v} == {"4.weight", "4.bias"}   # the root's own Linear
+        assert rank["next forward uses stepped weights"] is False
