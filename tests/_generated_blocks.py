@@ -51,7 +51,13 @@ def save_json(path: Path, data) -> None:
 
 def cli(arg: str, *, page: Path, capture: Path, collect: Callable[[], object],
         render: Callable[[object], Dict[str, str]], usage: str) -> None:
-    """`capture` reruns the probe into CAPTURE; `render` prints the blocks; `write` puts them in PAGE."""
+    """`capture` reruns the probe into CAPTURE; `render` prints the blocks; `write` puts them in PAGE;
+    `--check` reruns the probe and says which rendered blocks differ from the capture's (exit 1 if any)."""
+    if arg == "--check":
+        fresh, kept = render(collect()), render(load_json(capture))
+        bad = [k for k, v in fresh.items() if v != kept.get(k)]
+        print("differs: " + ", ".join(bad) if bad else "capture reproduced")
+        sys.exit(1 if bad else 0)
     if arg == "capture":
         save_json(capture, collect())
     elif arg == "render":
