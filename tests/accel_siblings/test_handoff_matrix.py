@@ -66,6 +66,8 @@ def test_key_rows(data):
     for cid in ("py", "py ds-env", "py targs"):
         assert i[cid]["calls"] == [] and not i[cid]["torch_initialized"], cid
     assert i["tr cpu ds-env"]["distributed_type"] == "MULTI_CPU"
+    assert i["tr plugin cpu"]["distributed_type"] == "MULTI_CPU"
+    assert i["tr targs"]["ds_config_batch"] == "16 = 8 x 1 x 2"   # TrainingArguments fills "auto" with the real world size
     one, multi = data["prepare"]["single"]["rank0"], data["prepare"]["multi_cpu"]["rank0"]
     assert one["dtensor"] == {"to_called": False, "type": "FSDPSequential", "param": "DTensor on cpu"}
     assert one["dtensor dp=True"]["to_called"] and one["plain"]["to_called"] and not one["plain dp=False"]["to_called"]
