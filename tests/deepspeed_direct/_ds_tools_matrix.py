@@ -62,6 +62,18 @@ CLI = [("(none)", []), ("--safe_serialization", ["--safe_serialization"]),
        ("-t nosuchtag", ["-t", "nosuchtag"])]
 
 
+# (id, what the row is, case): load_checkpoint with an explicit tag under load_universal, world size 1
+TAG_CASES = [
+    ("tag universal", "`load_checkpoint(save_dir, tag=\"global_step2_universal\")`",
+     {"dir": "z2", "load": _eng(2), "load_kw": {"tag": "global_step2_universal"}}),
+    ("tag unconverted", "`load_checkpoint(save_dir, tag=\"global_step2\")` (the folder before conversion)",
+     {"dir": "z2", "load": _eng(2), "load_kw": {"tag": "global_step2"}}),
+    ("tag accelerate", "converted with `--output_folder other_dir/pytorch_model`, then "
+     "`load_checkpoint(other_dir, \"pytorch_model\")` (the call `Accelerator.load_state(other_dir)` makes)",
+     {"dir": "z2acc", "load": _eng(2), "load_kw": {"tag": "pytorch_model"}}),
+]
+
+
 def load_cases():
     """{world size: [cases]}: every universal source into every stage, both load options."""
     out = {1: [], 2: []}
@@ -154,8 +166,16 @@ def capture():
                 shutil.rmtree(d / "global_step2_universal", ignore_errors=True)
                 (d / "latest_universal").unlink(missing_ok=True)
                 res["convert"][f"{name} inject={inject}"] = _convert(work, name, inject)
+        acc = Path(work) / "z2acc"
+        acc.mkdir()
+        shutil.copy(Path(work) / "z2.weights.pt", Path(work) / "z2acc.weights.pt")
+        p = subprocess.run([sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                            str(Path(work) / "z2" / "global_step2"), "--output_folder", str(acc / "pytorch_model"),
+                            "--num_extract_workers", "1", "--num_merge_workers", "1", "--inject_missing_state"],
+                           capture_output=True, text=True, timeout=300, env=_env(0, 1), cwd=work)
+        assert p.returncode == 0, p.stderr[-2000:]
         cases = load_cases()
-        res["load"].update(_run_probe("load", cases[1], work, 1))
+        res["load"].update(_run_probe("load", cases[1] + [dict(c, id=i) for i, _, c in TAG_CASES], work, 1))
         for c in cases[2]:   # one pair per case, so that a hang costs one row only
             per_rank, hung = _run_probe("load", [c], work, 2, timeout=120)
             r0 = per_rank[0][0] if per_rank[0] else {"ok": False, "error": "hang", "message": "rank 0 never finished"}
@@ -222,6 +242,13 @@ def render_loads(data, notes):
     return "\n".join(rows) + "\n"
 
 
+def render_tags(data, notes):
+    rows = ["| Stage-2 engine, world size 1, `load_universal: true` | Result |", "| --- | --- |"]
+    for i, what, _ in TAG_CASES:
+        rows.append(f"| {what} | {_load_cell(data['load'][i], notes)} |")
+    return "\n".join(rows) + "\n"
+
+
 def render_fp32(data):
     rows = ["| Checkpoint | fp32 master weights in | Adam moments in the file (key path: entries) | "
             "`parse_optim_states`: `torch.load` with | drops right after each load | Adam moments still held | "
@@ -272,9 +299,10 @@ def render_save16(data, notes):
 def render(data):
     notes = M._Notes("U")
     conv, loads = render_convert(data, notes), render_loads(data, notes)
+    tags = render_tags(data, notes)
     notes2 = M._Notes("Z")
     cli, s16 = render_cli(data, notes2), render_save16(data, notes2)
-    return {"universal convert": conv, "universal loads": loads + notes.block() + "\n",
+    return {"universal convert": conv, "universal loads": loads, "universal tags": tags + notes.block() + "\n",
             "zero_to_fp32 memory": render_fp32(data), "zero_to_fp32 cli": cli,
             "save_16bit_model": s16 + notes2.block() + "\n"}
 

@@ -37,7 +37,8 @@ def test_page_is_the_rendered_capture(data):
 def test_capture_covers_every_case(data):
     assert set(data["save"]) == {i for i, _, _ in gen.SAVES}
     assert set(data["convert"]) == {f"{n} inject={b}" for n in gen.CONVERT for b in (False, True)}
-    assert set(data["load"]) == {c["id"] for cs in gen.load_cases().values() for c in cs}
+    assert set(data["load"]) == ({c["id"] for cs in gen.load_cases().values() for c in cs}
+                                 | {i for i, _, _ in gen.TAG_CASES})
     assert set(data["fp32"]) == set(gen.UNI_SOURCES) and set(data["cli"]) == {label for label, _ in gen.CLI}
 
 
@@ -59,6 +60,9 @@ def test_key_rows(data):
                 assert r["error"] == "AssertionError" and "check_ckpt_list" in r["message"], (src, st, ws, kw)
         assert ld[f"z2 -> z2 ws{ws} load_optimizer_states=False"]["opt_step"] == 2
         assert ld[f"z3 -> z3 ws{ws} load_optimizer_states=False"]["opt_step"] is None
+    # an explicit tag must name a converted folder; Accelerate's fixed tag works when the folder carries it
+    assert ld["tag universal"]["ok"] and ld["tag accelerate"]["ok"] and ld["tag accelerate"]["weights_restored"]
+    assert "optimizer_state.pt" in ld["tag unconverted"]["message"]
     # zero_to_fp32: mmap for every stage, the Adam moments dropped only at stage 3
     for n in gen.UNI_SOURCES:
         assert fp[n]["load_kwargs"] == ["mmap=True", "weights_only=False"] and fp[n]["files_mapped"] == 2
@@ -83,6 +87,8 @@ def test_key_rows(data):
     ("runtime/engine.py", "because stage3_gather_16bit_weights_on_model_save is False"),
     ("runtime/state_dict_factory.py", "assert len(self.ckpt_list) > 0"),
     ("checkpoint/ds_to_universal.py", "if args.inject_missing_state:"),
+    ("../accelerate/accelerator.py", "model.load_checkpoint(input_dir, ckpt_id, **load_model_func_kwargs)"),
+    ("../transformers/integrations/deepspeed.py", 'glob.glob(f"{checkpoint_path}/global_step*")'),
 ])
 def test_mechanism_source_lines(path, text):
     assert text in (SITE / path).read_text(encoding="utf-8"), (path, text)
