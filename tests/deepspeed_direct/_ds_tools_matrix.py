@@ -46,10 +46,12 @@ SAVES = [
     ("z3 gather", "stage 3, fp32, `stage3_gather_16bit_weights_on_model_save: true`",
      {"dir": "z3g", "save": _eng(3, zero=GATHER), "checkpoint": False}),
     ("z3 gather bf16", "stage 3, bf16, `stage3_gather_16bit_weights_on_model_save: true`",
-     {"dir": "z3gb", "save": _eng(3, prec="bf16", zero=GATHER), "checkpoint": False}),
-    ("z2 bf16", "stage 2, bf16", {"dir": "z2b", "save": _eng(2, prec="bf16"), "checkpoint": False}),
+     {"dir": "z3gb", "save": _eng(3, prec="bf16", zero=GATHER)}),
+    ("z2 bf16", "stage 2, bf16", {"dir": "z2b", "save": _eng(2, prec="bf16")}),
 ]
-CONVERT = ("z0", "z1", "z2", "z3")
+CONVERT = ("z0", "z1", "z2", "z3", "z2b", "z3gb")
+WHAT = {c["dir"]: w for _, w, c in SAVES}
+FP32_SOURCES = ("z1", "z2", "z3", "z2b", "z3gb")
 UNI_SOURCES = ("z1", "z2", "z3")
 TARGETS = (1, 2, 3)
 LOAD_KW = (("defaults", {}), ("load_optimizer_states=False", {"load_optimizer_states": False}))
@@ -68,6 +70,10 @@ TAG_CASES = [
      {"dir": "z2", "load": _eng(2), "load_kw": {"tag": "global_step2_universal"}}),
     ("tag unconverted", "`load_checkpoint(save_dir, tag=\"global_step2\")` (the folder before conversion)",
      {"dir": "z2", "load": _eng(2), "load_kw": {"tag": "global_step2"}}),
+    ("bf16 z2", "bf16 stage-2 engine loads the universal checkpoint of `z2b` (stage 2, bf16)",
+     {"dir": "z2b", "load": _eng(2, prec="bf16")}),
+    ("bf16 z3", "bf16 stage-3 engine loads the universal checkpoint of `z3gb` (stage 3, bf16)",
+     {"dir": "z3gb", "load": _eng(3, prec="bf16", zero=GATHER)}),
     ("tag accelerate", "converted with `--output_folder other_dir/pytorch_model`, then "
      "`load_checkpoint(other_dir, \"pytorch_model\")` (the call `Accelerator.load_state(other_dir)` makes)",
      {"dir": "z2acc", "load": _eng(2), "load_kw": {"tag": "pytorch_model"}}),
@@ -181,7 +187,8 @@ def capture():
             r0 = per_rank[0][0] if per_rank[0] else {"ok": False, "error": "hang", "message": "rank 0 never finished"}
             r1 = per_rank[1][0] if per_rank[1] else {"ok": False, "error": "hang", "message": "rank 1 never finished"}
             res["load"][c["id"]] = dict(r0, rank1_same=(r0 == r1), hung=hung, **({} if r0 == r1 else {"rank1": r1}))
-        res["fp32"] = _run_probe("fp32", [{"id": n, "dir": n} for n in UNI_SOURCES], work, 1)
+        res["fp32"] = _run_probe("fp32", [{"id": n, "dir": n, "atol": 1e-2 if n in ("z2b", "z3gb") else 0}
+                                          for n in FP32_SOURCES], work, 1)
         for label, flags in CLI:
             res["cli"][label] = _cli(work, flags)
         return res
@@ -212,7 +219,7 @@ def render_convert(data, notes):
                              + _files(model) + f"<br>`zero/<param>/`: {len(zero)} params, "
                              + ", ".join(f"`{x}`" for x in sorted({f.rsplit('/', 1)[1] for f in r['new_files']
                                                                     if '/zero/' in f and f.count('/') >= 3})))
-        rows.append(f"| {name} ({dict((i, w) for i, w, _ in SAVES)[name]}) | " + " | ".join(cells) + " |")
+        rows.append(f"| {name} ({WHAT[name]}) | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -243,7 +250,7 @@ def render_loads(data, notes):
 
 
 def render_tags(data, notes):
-    rows = ["| Stage-2 engine, world size 1, `load_universal: true` | Result |", "| --- | --- |"]
+    rows = ["| World size 1, `load_universal: true` (stage-2 fp32 engine unless named) | Result |", "| --- | --- |"]
     for i, what, _ in TAG_CASES:
         rows.append(f"| {what} | {_load_cell(data['load'][i], notes)} |")
     return "\n".join(rows) + "\n"
@@ -254,19 +261,20 @@ def render_fp32(data):
             "`parse_optim_states`: `torch.load` with | drops right after each load | Adam moments still held | "
             "optimizer files memory-mapped | eager result | `lazy_mode=True` values |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for n in UNI_SOURCES:
+    for n in FP32_SOURCES:
         r = data["fp32"][n]
         fp32 = [k for k in r["file_keys"] if k in ("fp32_flat_groups", "single_partition_of_fp32_groups")]
+        same = "= saved weights" if n not in ("z2b", "z3gb") else "= the bf16 weights to 0.01"
         dropped = sorted(set(r["file_keys"]) - set(r["kept_keys"]))
-        rows.append(f"| {n} (stage {r['zero_stage']}, {r['world_size']} files) | `{fp32[0]}` | "
+        rows.append(f"| {n} ({WHAT[n].split(', `')[0]}, {r['world_size']} files) | `{fp32[0]}` | "
                     f"{'<br>'.join(f'`{x}`' for x in r['file_adam'])} | {', '.join(f'`{k}`' for k in r['load_kwargs'])} | "
                     f"{', '.join(f'`{k}`' for k in dropped) or 'nothing'} | "
                     f"{'<br>'.join(f'`{x}`' for x in r['kept_adam']) or 'none'} | "
                     f"{r['files_mapped']} of {r['world_size']} | "
                     f"{r['eager']['keys']} `{'`, `'.join(r['eager']['types'])}`, "
-                    f"{'= saved weights' if r['eager']['equal'] else 'DIFFERENT'} | "
+                    f"{same if r['eager']['equal'] else 'DIFFERENT'} | "
                     f"`{'`, `'.join(r['lazy']['types'])}`; `to_torch_tensor` "
-                    f"{'= saved weights' if r['lazy']['to_torch_tensor_equal'] else 'DIFFERENT'} |")
+                    f"{same if r['lazy']['to_torch_tensor_equal'] else 'DIFFERENT'} |")
     return "\n".join(rows) + "\n"
 
 

@@ -39,7 +39,7 @@ def test_capture_covers_every_case(data):
     assert set(data["convert"]) == {f"{n} inject={b}" for n in gen.CONVERT for b in (False, True)}
     assert set(data["load"]) == ({c["id"] for cs in gen.load_cases().values() for c in cs}
                                  | {i for i, _, _ in gen.TAG_CASES})
-    assert set(data["fp32"]) == set(gen.UNI_SOURCES) and set(data["cli"]) == {label for label, _ in gen.CLI}
+    assert set(data["fp32"]) == set(gen.FP32_SOURCES) and set(data["cli"]) == {label for label, _ in gen.CLI}
 
 
 def test_key_rows(data):
@@ -63,8 +63,10 @@ def test_key_rows(data):
     # an explicit tag must name a converted folder; Accelerate's fixed tag works when the folder carries it
     assert ld["tag universal"]["ok"] and ld["tag accelerate"]["ok"] and ld["tag accelerate"]["weights_restored"]
     assert "optimizer_state.pt" in ld["tag unconverted"]["message"]
+    assert ld["bf16 z2"]["weights_restored"] and ld["bf16 z3"]["weights_restored"] and ld["bf16 z3"]["opt_step"] == 2
+    assert cv["z2b inject=False"]["rc"] and cv["z3gb inject=False"]["rc"] == 0
     # zero_to_fp32: mmap for every stage, the Adam moments dropped only at stage 3
-    for n in gen.UNI_SOURCES:
+    for n in gen.FP32_SOURCES:
         assert fp[n]["load_kwargs"] == ["mmap=True", "weights_only=False"] and fp[n]["files_mapped"] == 2
         assert fp[n]["eager"]["equal"] and fp[n]["lazy"]["to_torch_tensor_equal"]
     assert fp["z3"]["kept_adam"] == [] and fp["z3"]["file_adam"]
