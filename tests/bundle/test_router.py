@@ -149,6 +149,8 @@ FACTS = {
     "deepspeed.initialize": lambda: re.search(r"^def initialize\(", Path(
         md.distribution("deepspeed").locate_file("deepspeed/__init__.py")).read_text(), re.M) is not None,
     "Accelerator": lambda: bool(ACCELERATOR_METHODS),
+    # the recovery script DeepSpeed ships and copies into each checkpoint folder
+    "zero_to_fp32": lambda: Path(md.distribution("deepspeed").locate_file("deepspeed/utils/zero_to_fp32.py")).is_file(),
     # the key `accelerate config` writes into the YAML's deepspeed_config block
     "deepspeed_config_file": lambda: 'deepspeed_config["deepspeed_config_file"]' in (
         ACCELERATE / "commands/config/cluster.py").read_text(),
