@@ -1,0 +1,70 @@
+"""zero3-leaf-modules.md is what deepspeed 0.19.8 with transformers 5.25.0 really does: _leaf_matrix.py ran
+every leaf_module variant on the CPU accelerator and committed the raw results (leaf_matrix_capture.json);
+the page's generated blocks must equal the rendering of that capture word for word, the source facts are
+re-read from the installed packages, and the default case is rerun live (one child process, a few seconds).
+set 8 s8-ds-f01: MoE blocks are ZeRO-3 leaf modules by default since deepspeed 0.18.0."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _leaf_matrix as gen  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data():
+    return gen.load_capture()
+
+
+def block(doc, name):
+    start, end = f"<!-- generated: {name} -->\n", "<!-- end generated -->"
+    assert start in doc, name
+    return doc.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_page_is_the_rendered_capture(data):
+    doc = gen.PAGE.read_text(encoding="utf-8")
+    for name, text in gen.render(data).items():
+        assert block(doc, name) == text, name
+
+
+def test_capture_covers_every_case(data):
+    assert {c["id"] for c in gen.cases()} == set(data["runs"])
+
+
+def test_source_facts_are_the_installed_packages(data):
+    got = gen.source_facts()
+    assert got == data["source"]
+    assert got["defaults"]["DEFAULT_LEAF_MODULE_CLASSES"] == [
+        "transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock",
+        "transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock",
+        "transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock"]
+    assert "mixtral" in got["fused"] and got["per_expert"] == []
+
+
+def test_history_current_column_is_names_json(data):
+    names = json.loads(gen.NAMES.read_text(encoding="utf-8"))
+    d = {e["n"]: e["d"] for e in names["entries"] if e["s"] == "deepspeed-config"}
+    rows = data["history"]["rows"]
+    assert rows and all(d[r["key"]] == r["names_d"] for r in rows)
+    # the default that changed (not just appeared): pinned host memory for offload, since v0.19.5
+    pin = {r["key"]: r for r in rows}["zero_optimization.offload_optimizer.pin_memory"]
+    assert (pin["names_d"], pin["before"], pin["since"]) == ("True", "False", "v0.19.5")
+
+
+def test_live_cases_match_the_capture(data, tmp_path):
+    got = gen.run_cases([c for c in gen.cases() if c["id"] in gen.LIVE], ext=gen.EXT)
+    for cid in gen.LIVE:
+        assert got[cid] == data["runs"][cid], cid
+    default = got["mixtral default"]
+    empty = data["runs"]["classes empty"]
+    # no leaf_module key: both Mixtral blocks are leaves and all experts are gathered on entry
+    assert default["leaves"] == ["MixtralSparseMoeBlock"] and default["n_leaves"] == 2 and default["gathered"]
+    # (capture) classes: [] removes the default, with the "did not match" warning
+    assert empty["n_leaves"] == 0 and empty["gathered"] is False and "did not match any modules" in empty["warnings"][0]
+    # names alone keeps the default classes (union), from the capture
+    assert data["runs"]["names"]["n_leaves"] == 2 and data["runs"]["unset then default"]["n_leaves"] == 2
