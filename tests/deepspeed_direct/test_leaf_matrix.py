@@ -27,9 +27,8 @@ def block(doc, name):
 
 
 def test_page_is_the_rendered_capture(data):
-    doc = gen.PAGE.read_text(encoding="utf-8")
     for name, text in gen.render(data).items():
-        assert block(doc, name) == text, name
+        assert block(gen.page_of(name).read_text(encoding="utf-8"), name) == text, name
 
 
 def test_capture_covers_every_case(data):
@@ -52,8 +51,11 @@ def test_history_current_column_is_names_json(data):
     rows = data["history"]["rows"]
     assert rows and all(d[r["key"]] == r["names_d"] for r in rows)
     # the default that changed (not just appeared): pinned host memory for offload, since v0.19.5
-    pin = {r["key"]: r for r in rows}["zero_optimization.offload_optimizer.pin_memory"]
+    by = {r["key"]: r for r in rows}
+    pin = by["zero_optimization.offload_optimizer.pin_memory"]
     assert (pin["names_d"], pin["before"], pin["since"]) == ("True", "False", "v0.19.5")
+    clip = by["gradient_clipping"]
+    assert (clip["names_d"], clip["before"], clip["since"]) == ("1.0", "0.0", "v0.19.3")
 
 
 def test_live_cases_match_the_capture(data, tmp_path):
