@@ -98,6 +98,54 @@ def run_cases(cs, ext=EXT):
     return json.loads(line[-1][len("RESULT "):])
 
 
+HANG_PROBE = HERE / "_leaf_hang_probe.py"
+# (leaf, routing, what the row shows)
+HANG_CASES = [("0", "one", "not a leaf; each rank runs one expert (rank r: expert r)"),
+              ("0", "uneven", "not a leaf; rank 0 runs experts 0 and 1, rank 1 only expert 1"),
+              ("1", "one", "leaf (`classes: [\"ToyMoE\"]`); each rank runs one expert"),
+              ("1", "uneven", "leaf; rank 0 runs experts 0 and 1, rank 1 only expert 1")]
+
+
+def _first_error(err: str) -> str:
+    """The distinctive error line of one rank's stderr, with addresses, ports and paths removed."""
+    keep = ""
+    for ln in err.splitlines():
+        ln = re.sub(r"^\[rank\d\]:\s*", "", ln).strip()
+        if ln.startswith(("RuntimeError:", "what():")):
+            keep = ln
+            break
+    keep = re.sub(r"\[(/|enforce fail at )[^\]]*\]\s*", "", keep)
+    keep = re.sub(r"\s*\[?127\.0\.0\.1\]?:\d+", "", keep)
+    keep = re.sub(r"\s+", " ", keep.split(". This is typically")[0]).strip()
+    return keep[:120]
+
+
+def run_hang(work, timeout_s=20):
+    out = {}
+    for leaf, routing, _ in HANG_CASES:
+        port = _port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "DEEPSPEED_", "PET_"))}
+        env.update(DS_ACCELERATOR="cpu", TORCH_EXTENSIONS_DIR=str(EXT), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1",
+                   PYTHONDONTWRITEBYTECODE="1", TIMEOUT_S=str(timeout_s))
+        procs = [subprocess.Popen([sys.executable, str(HANG_PROBE), leaf, routing], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                                  cwd=work) for r in range(2)]
+        ranks = []
+        for p in procs:
+            try:
+                o, e = p.communicate(timeout=timeout_s + 120)
+                hung = False
+            except subprocess.TimeoutExpired:
+                p.kill()
+                o, e = p.communicate()
+                hung = True
+            ranks.append({"steps": sum(ln.startswith("STEP ") for ln in o.splitlines()),
+                          "finished": "RESULT " in o, "hung": hung, "error": _first_error(e)})
+        out[f"{leaf}|{routing}"] = ranks
+    return out
+
+
 # ---- source facts (installed packages) ---------------------------------------------------------------
 
 def source_facts():
@@ -281,7 +329,10 @@ def history(mirror: str):
 
 def capture(mirror):
     EXT.mkdir(parents=True, exist_ok=True)
-    data = {"runs": run_cases(cases()), "source": source_facts(), "history": history(mirror)}
+    import tempfile
+    with tempfile.TemporaryDirectory() as work:
+        hang = run_hang(work)
+    data = {"runs": run_cases(cases()), "hang": hang, "source": source_facts(), "history": history(mirror)}
     CAPTURE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data
 
@@ -323,6 +374,20 @@ def render(data):
     for cid, what, _ in CASES:
         lines.append(f"| {what} | " + " | ".join(_cell(runs[cid])) + " |")
     out["leaf runs"] = "\n".join(lines) + "\n"
+
+    lines = ["| toy MoE block (2 experts in an `nn.ModuleList`), ZeRO-3, 2 gloo ranks | rank 0 | rank 1 |",
+             "|---|---|---|"]
+    for leaf, routing, what in HANG_CASES:
+        cells = []
+        for r in data["hang"][f"{leaf}|{routing}"]:
+            c = f"{r['steps']} of 2 steps" + (", finished" if r["finished"] else "")
+            if r["hung"]:
+                c += ", killed (hung)"
+            if r["error"]:
+                c += f": `{r['error']}`"
+            cells.append(c)
+        lines.append(f"| {what} | " + " | ".join(cells) + " |")
+    out["leaf hang"] = "\n".join(lines) + "\n"
 
     lines = [f"{len(src['fused'])} model families in transformers 5.25.0 keep their experts in one fused module "
              "(class decorated `@use_experts_implementation`, weights as 3-D parameters); "

@@ -45,6 +45,17 @@ def test_source_facts_are_the_installed_packages(data):
     assert "mixtral" in got["fused"] and got["per_expert"] == []
 
 
+def test_mismatched_expert_gathers_fail_and_the_leaf_fixes_them(data):
+    """Captured 2-rank runs: per-expert submodules entered differently per rank break ZeRO-3 (the
+    module-order check at the next forward, or gloo's size check); the leaf block finishes both steps."""
+    h = data["hang"]
+    assert {k for k in h} == {f"{leaf}|{routing}" for leaf, routing, _ in gen.HANG_CASES}
+    assert [r["steps"] for r in h["0|one"]] == [1, 1]
+    assert h["0|one"][1]["error"].startswith("RuntimeError: Detected a disagreement on list contents")
+    assert [r["steps"] for r in h["0|uneven"]] == [0, 0] and "size" in h["0|uneven"][1]["error"]
+    assert all(r["finished"] and r["steps"] == 2 and not r["error"] for k in ("1|one", "1|uneven") for r in h[k])
+
+
 def test_history_current_column_is_names_json(data):
     names = json.loads(gen.NAMES.read_text(encoding="utf-8"))
     d = {e["n"]: e["d"] for e in names["entries"] if e["s"] == "deepspeed-config"}
