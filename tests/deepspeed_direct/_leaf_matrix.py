@@ -117,7 +117,9 @@ def _first_error(err: str) -> str:
     keep = re.sub(r"\[(/|enforce fail at )[^\]]*\]\s*", "", keep)
     keep = re.sub(r"\s*\[?127\.0\.0\.1\]?:\d+", "", keep)
     keep = re.sub(r"\s+", " ", keep.split(". This is typically")[0]).strip()
-    return keep[:120]
+    if len(keep) > 120:   # whole sentences only
+        keep = keep[:120].rsplit(". ", 1)[0] + "."
+    return keep
 
 
 def run_hang(work, timeout_s=20):
