@@ -5,7 +5,8 @@ LEAF=1 the block is a leaf module through `zero_optimization.leaf_module.classes
 Prints "STEP <n>" after each finished step and "RESULT <json>" at the end, or dies on the process-group
 timeout (gloo raises after TIMEOUT_S seconds).
 
-usage: python _leaf_hang_probe.py LEAF ROUTING   (LEAF 0/1, ROUTING one/uneven; RANK / MASTER_* from the caller)
+usage: python _leaf_hang_probe.py LEAF ROUTING   (LEAF 0/1, ROUTING one/uneven/mixtral; RANK / MASTER_* from the
+       caller; "mixtral" runs a tiny transformers 5.25 Mixtral instead of the toy block)
 """
 from __future__ import annotations
 
@@ -57,6 +58,22 @@ def main():
     torch.manual_seed(0)
     zero = {"stage": 3, "stage3_param_persistence_threshold": 0}
     zero["leaf_module"] = {"classes": ["ToyMoE"]} if leaf else {"classes": []}
+    if routing == "mixtral":
+        # transformers 5.25 Mixtral (fused MixtralExperts), not a leaf, different tokens on each rank
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import _leaf_probe
+        model = _leaf_probe._model(torch, "mixtral")
+        ids = torch.tensor([[1, 2, 3, 4, 5, 6]]) if rank == 0 else torch.tensor([[40, 50, 60, 61, 62, 63]])
+        cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": zero,
+               "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}}}
+        engine, *_ = deepspeed.initialize(model=model, config=cfg, model_parameters=model.parameters())
+        for step in range(2):
+            out = engine(input_ids=ids, labels=ids)
+            engine.backward(out.loss)
+            engine.step()
+            print(f"STEP {step}", flush=True)
+        print("RESULT " + json.dumps({"steps": 2, "leaf": leaf, "routing": routing}), flush=True)
+        return
     cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": zero,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}}}
     model = Net()

@@ -103,7 +103,9 @@ HANG_PROBE = HERE / "_leaf_hang_probe.py"
 HANG_CASES = [("0", "one", "not a leaf; each rank runs one expert (rank r: expert r)"),
               ("0", "uneven", "not a leaf; rank 0 runs experts 0 and 1, rank 1 only expert 1"),
               ("1", "one", "leaf (`classes: [\"ToyMoE\"]`); each rank runs one expert"),
-              ("1", "uneven", "leaf; rank 0 runs experts 0 and 1, rank 1 only expert 1")]
+              ("1", "uneven", "leaf; rank 0 runs experts 0 and 1, rank 1 only expert 1"),
+              ("0", "mixtral", "tiny transformers 5.25 Mixtral (fused experts), `classes: []` (not a leaf), "
+               "different tokens per rank")]
 
 
 def _first_error(err: str) -> str:
@@ -377,7 +379,7 @@ def render(data):
         lines.append(f"| {what} | " + " | ".join(_cell(runs[cid])) + " |")
     out["leaf runs"] = "\n".join(lines) + "\n"
 
-    lines = ["| toy MoE block (2 experts in an `nn.ModuleList`), ZeRO-3, 2 gloo ranks | rank 0 | rank 1 |",
+    lines = ["| MoE block, ZeRO-3, 2 gloo ranks | rank 0 | rank 1 |",
              "|---|---|---|"]
     for leaf, routing, what in HANG_CASES:
         cells = []

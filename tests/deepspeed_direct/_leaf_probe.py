@@ -86,7 +86,7 @@ def case(torch, deepspeed, c):
         try:
             fn(model, arg, **before.get("kwargs", {}))
         except Exception as e:  # noqa: BLE001 - the error is the result
-            return {"before_error": f"{type(e).__name__}: {str(e)[:60]}"}
+            return {"before_error": f"{type(e).__name__}: {str(e).split(' in model ')[0]} in model ..."}
     zero = {"stage": c.get("stage", 3)}
     if "leaf_module" in c:
         zero["leaf_module"] = c["leaf_module"]
