@@ -418,7 +418,35 @@ def render(data):
     return out
 
 
+HISTORY_JSON = ROOT / "references" / "facts" / "deepspeed_default_history.json"
+
+
+def history_json(data):
+    """{key: one line} for scripts/lookup.py's "changed" line."""
+    h = data["history"]
+    changed = {}
+    for r in sorted(h["rows"], key=lambda r: r["key"]):
+        if r["key"].startswith("zero_optimization.leaf_module"):
+            changed[r["key"]] = (f"added in {r['since']} (compared from {r['compared_from']}); see "
+                                 "sub-skills/distributed-training-backends/references/zero3-leaf-modules.md")
+        elif r["before"] == "(no such key)":
+            changed[r["key"]] = f"added in {r['since']} (compared from {r['compared_from']})"
+        else:
+            changed[r["key"]] = (f"{r['before']} before {r['since']} (compared from {r['compared_from']}); "
+                                 "see sub-skills/distributed-training-backends/references/deepspeed-defaults-history.md")
+    # keys inside a table that was itself added (its model class did not exist before): same release
+    added = {r["key"]: r for r in h["rows"] if r["before"] == "(no such key)"}
+    names = json.loads(NAMES.read_text(encoding="utf-8"))
+    for e in names["entries"]:
+        parent = next((k for k in added if e["s"] == "deepspeed-config" and e["n"].startswith(k + ".")), None)
+        if parent and e["n"] not in changed:
+            changed[e["n"]] = changed[parent].replace("added in", f"added with `{parent}` in", 1)
+    doc = {"format": 1, "deepspeed": "0.19.8", "tags": h["tags"], "changed": dict(sorted(changed.items()))}
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
 def write(data):
+    HISTORY_JSON.write_text(history_json(data), encoding="utf-8")
     for name, text in render(data).items():
         page = page_of(name)
         doc = page.read_text(encoding="utf-8")

@@ -31,6 +31,10 @@ def test_page_is_the_rendered_capture(data):
         assert block(gen.page_of(name).read_text(encoding="utf-8"), name) == text, name
 
 
+def test_lookup_history_file_is_the_rendered_capture(data):
+    assert gen.HISTORY_JSON.read_text(encoding="utf-8") == gen.history_json(data)
+
+
 def test_capture_covers_every_case(data):
     assert {c["id"] for c in gen.cases()} == set(data["runs"])
 
@@ -86,3 +90,19 @@ def test_live_cases_match_the_capture(data, tmp_path):
     assert runs["names"]["n_leaves"] == 2 and runs["unset then default"]["n_leaves"] == 2
     assert runs["subclass default"]["n_leaves"] == 0 and runs["subclass set type"]["n_leaves"] == 2
     assert runs["set then classes empty"]["n_leaves"] == 2 and runs["stage 2 default"]["n_leaves"] == 2
+
+
+def test_lookup_shows_the_change_and_survives_a_bad_history_file(tmp_path, monkeypatch):
+    sys.path.insert(0, str(gen.ROOT / "scripts"))
+    import lookup
+    clip = [e for e in lookup.load(lookup.DATA)["entries"] if e["s"] == "deepspeed-config" and e["n"] == "gradient_clipping"]
+    assert clip[0]["changed"].startswith("0.0 before v0.19.3")
+    for text in (None, "{not json", "[1, 2]", '{"changed": {"gradient_clipping": 5}}'):
+        bad = tmp_path / "h.json"
+        if text is None:
+            bad = tmp_path / "absent.json"
+        else:
+            bad.write_text(text, encoding="utf-8")
+        monkeypatch.setattr(lookup, "HISTORY", bad)
+        entries = lookup.load(lookup.DATA)["entries"]
+        assert not any("changed" in e for e in entries), text
