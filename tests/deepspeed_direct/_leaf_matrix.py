@@ -246,6 +246,9 @@ def _const_files(w: str):
     return (w, f"{d}/constants.py", "deepspeed/runtime/constants.py")
 
 
+LEGACY_CONST_PREFIX = {"DeepSpeedBF16Config": "BFLOAT16_", "DeepSpeedFP16Config": "FP16_"}
+
+
 def _entry_key(e):
     """(kind, file(s), lookup key) for a names.json deepspeed-config entry, or None when it has no
     default that a source scan can compare (tables, direct reads)."""
@@ -293,7 +296,17 @@ def history(mirror: str):
         if kind == "field":
             t = parsed(tag, files[0])
             if t is None or key[0] not in t[2]:
-                return False, None
+                # fp16/bf16 were constants before their pydantic models (precision_config.py, v0.17.1)
+                prefix = LEGACY_CONST_PREFIX.get(key[0])
+                c = parsed(tag, "deepspeed/runtime/constants.py") if prefix and tag else None
+                if c is None:
+                    return False, None
+                name = key[1].upper()
+                for cand in (f"{prefix}{name}_DEFAULT", f"{name}_DEFAULT",
+                             f"{prefix}{name.split('_', 1)[-1]}_DEFAULT"):
+                    if cand in c[1]:
+                        return True, c[1][cand]
+                return True, None
             return True, t[0].get(key)
         known = False
         for f in files:
@@ -323,9 +336,12 @@ def history(mirror: str):
                 before = known[i][1]
                 since = known[i + 1][0] if i + 1 < len(known) else f"0.19.6-0.19.8 (not in {tags[-1]})"
                 break
+        # earlier default changes (a value replaced by another one, before the last change)
+        earlier = [f"{known[i][0]}: {known[i - 1][1]} -> {known[i][1]}" for i in range(1, len(known))
+                   if known[i][0] != since and known[i - 1][1] is not None and known[i][1] != known[i - 1][1]]
         rows.append({"key": e["n"], "now": cur, "names_d": e["d"], "since": since,
                      "before": before if before is not None else "(no such key)",
-                     "compared_from": known[0][0]})
+                     "compared_from": known[0][0], "earlier": earlier})
     return {"tags": [tags[0], tags[-1]], "rows": rows}
 
 
@@ -404,11 +420,14 @@ def render(data):
              f"constant, compared across the release tags {hist['tags'][0]} to {hist['tags'][1]} (a tag where the "
              "model class or the file did not exist yet is not compared: `compared from`). 0.19.8 column from "
              "`names.json`.", "", "Defaults that changed:", "",
-             "| key | default in 0.19.8 | since | before | compared from |", "|---|---|---|---|---|"]
+             "| key | default in 0.19.8 | since | before | earlier changes | compared from |",
+             "|---|---|---|---|---|---|"]
     rows = sorted(hist["rows"], key=lambda r: r["key"])
     for r in rows:
         if r["before"] != "(no such key)":
-            lines.append(f"| `{r['key']}` | `{r['names_d']}` | {r['since']} | `{r['before']}` | {r['compared_from']} |")
+            earlier = "; ".join(r.get("earlier", [])) or "-"
+            lines.append(f"| `{r['key']}` | `{r['names_d']}` | {r['since']} | `{r['before']}` | {earlier} | "
+                         f"{r['compared_from']} |")
     lines += ["", "Keys added (absent before `since`):", "", "| key | default in 0.19.8 | since | compared from |",
               "|---|---|---|---|"]
     for r in rows:
@@ -432,7 +451,8 @@ def history_json(data):
         elif r["before"] == "(no such key)":
             changed[r["key"]] = f"added in {r['since']} (compared from {r['compared_from']})"
         else:
-            changed[r["key"]] = (f"{r['before']} before {r['since']} (compared from {r['compared_from']}); "
+            earlier = f"; earlier {', '.join(r['earlier'])}" if r.get("earlier") else ""
+            changed[r["key"]] = (f"{r['before']} before {r['since']}{earlier} (compared from {r['compared_from']}); "
                                  "see sub-skills/distributed-training-backends/references/deepspeed-defaults-history.md")
     # keys inside a table that was itself added (its model class did not exist before): same release
     added = {r["key"]: r for r in h["rows"] if r["before"] == "(no such key)"}

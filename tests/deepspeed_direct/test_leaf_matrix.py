@@ -70,6 +70,8 @@ def test_history_current_column_is_names_json(data):
     by = {r["key"]: r for r in rows}
     pin = by["zero_optimization.offload_optimizer.pin_memory"]
     assert (pin["names_d"], pin["before"], pin["since"]) == ("True", "False", "v0.19.5")
+    igu = by["bf16.immediate_grad_update"]   # flipped twice: the legacy constants fallback is read
+    assert (igu["since"], igu["before"], igu["earlier"]) == ("v0.17.1", "True", ["v0.16.5: False -> True"])
     clip = by["gradient_clipping"]
     assert (clip["names_d"], clip["before"], clip["since"]) == ("1.0", "0.0", "v0.19.3")
 
