@@ -77,7 +77,7 @@ def test_history_current_column_is_names_json(data):
 
 
 def test_live_cases_match_the_capture(data, tmp_path):
-    got = gen.run_cases([c for c in gen.cases() if c["id"] in gen.LIVE], ext=gen.EXT)
+    got = gen.run_cases([c for c in gen.cases() if c["id"] in gen.LIVE], ext=tmp_path / "ext")
     for cid in gen.LIVE:
         assert got[cid] == data["runs"][cid], cid
     default = got["mixtral default"]
