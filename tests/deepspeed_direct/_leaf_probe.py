@@ -145,3 +145,7 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # no interpreter teardown: a finished gloo rank can abort there under load (SIGABRT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
