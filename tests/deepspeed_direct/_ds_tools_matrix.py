@@ -250,8 +250,12 @@ def render_loads(data, notes):
             "| --- | --- | --- | --- |"]
     for src in UNI_SOURCES:
         for st in TARGETS:
-            for lname, _ in LOAD_KW:
-                cells = [_load_cell(data["load"][f"{src} -> z{st} ws{ws} {lname}"], notes) for ws in (1, 2)]
+            per = [(lname, [_load_cell(data["load"][f"{src} -> z{st} ws{ws} {lname}"], notes) for ws in (1, 2)])
+                   for lname, _ in LOAD_KW]
+            if all(cells == per[0][1] for _, cells in per):
+                # the load options gave the same result: one row, both options named (shorter page)
+                per = [(" or ".join(lname for lname, _ in per), per[0][1])]
+            for lname, cells in per:
                 rows.append(f"| {src} | stage {st}; {lname} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
