@@ -3,16 +3,31 @@ capture into a page (tests/*/_*_matrix.py, _ds_methods.py).
 
 A block is the text between `<!-- generated: NAME -->` (plus its newline) and `<!-- end generated -->`.
 `block` reads one, `replace` rewrites every rendered block of a page, `cli` is the common
-capture / render / write front of a generator whose blocks live in one page.
+capture / render / write front of a generator whose blocks live in one page or, mapped by block name, in several.
 """
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable, Dict, Union
 
 END = "<!-- end generated -->"
+
+# A generator's blocks live in one page (a Path) or are spread over several (a dict block name -> Path).
+Pages = Union[Path, Dict[str, Path]]
+
+
+def page_for(pages: Pages, name: str) -> Path:
+    """The page that holds block NAME."""
+    return pages if isinstance(pages, Path) else pages[name]
+
+
+def _by_page(pages: Pages, rendered: Dict[str, str]) -> Dict[Path, Dict[str, str]]:
+    out: Dict[Path, Dict[str, str]] = {}
+    for name, text in rendered.items():
+        out.setdefault(page_for(pages, name), {})[name] = text
+    return out
 
 
 def start(name: str) -> str:
@@ -32,8 +47,9 @@ def replace(doc: str, rendered: Dict[str, str]) -> str:
     return doc
 
 
-def write(page: Path, rendered: Dict[str, str]) -> None:
-    page.write_text(replace(page.read_text(encoding="utf-8"), rendered), encoding="utf-8")
+def write(pages: Pages, rendered: Dict[str, str]) -> None:
+    for page, part in _by_page(pages, rendered).items():
+        page.write_text(replace(page.read_text(encoding="utf-8"), part), encoding="utf-8")
 
 
 def show(rendered: Dict[str, str]) -> None:
@@ -49,7 +65,7 @@ def save_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def cli(arg: str, *, page: Path, capture: Path, collect: Callable[[], object],
+def cli(arg: str, *, page: Pages, capture: Path, collect: Callable[[], object],
         render: Callable[[object], Dict[str, str]], usage: str) -> None:
     """`capture` reruns the probe into CAPTURE; `render` prints the blocks; `write` puts them in PAGE;
     `--check` reruns the probe and says which rendered blocks differ from the capture's (exit 1 if any)."""
@@ -69,8 +85,9 @@ def cli(arg: str, *, page: Path, capture: Path, collect: Callable[[], object],
         sys.exit(2)
 
 
-def assert_page_is_rendered(page: Path, rendered: Dict[str, str]) -> None:
-    """Every rendered block is in PAGE word for word (the generators' comparison test)."""
-    doc = page.read_text(encoding="utf-8")
-    for name, text in rendered.items():
-        assert block(doc, name) == text, f"{page.name}: block {name!r} differs from the rendered capture"
+def assert_page_is_rendered(pages: Pages, rendered: Dict[str, str]) -> None:
+    """Every rendered block is word for word in its page (the generators' comparison test)."""
+    for page, part in _by_page(pages, rendered).items():
+        doc = page.read_text(encoding="utf-8")
+        for name, text in part.items():
+            assert block(doc, name) == text, f"{page.name}: block {name!r} differs from the rendered capture"

@@ -1,9 +1,10 @@
-"""Generator for sub-skills/training-loop-integration/references/accelerator-methods.md
+"""Generator for sub-skills/training-loop-integration/references/accelerator-methods.md (training step) and its
+siblings accelerator-comm-methods.md, accelerator-model-access.md, fsdp2-forward-before-step.md (see PAGE)
 (accelerate 1.15.0, torch 2.13.0, deepspeed 0.19.8; CPU, gloo).
 
 Each setup runs _acc_methods_probe.py once per rank (one process, or two real gloo processes started
 here with RANK/WORLD_SIZE/MASTER_* set, never more than two at a time) and the raw per-rank results are
-committed in acc_methods_capture.json. render() turns them into the page's Markdown blocks, which
+committed in acc_methods_capture.json. render() turns them into the pages' Markdown blocks, which
 test_acc_methods_matrix.py compares word for word (a single-process and a MULTI_CPU rerun are live).
 
 usage: python tests/accel_siblings/_acc_methods_matrix.py render | write | capture [SETUP ...] | --check
@@ -26,7 +27,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 PROBE = HERE / "_acc_methods_probe.py"
 CAPTURE = HERE / "acc_methods_capture.json"
-PAGE = ROOT / "sub-skills" / "training-loop-integration" / "references" / "accelerator-methods.md"
+REFS = ROOT / "sub-skills" / "training-loop-integration" / "references"
+# block name -> the page that holds it (split by topic so a question reads one page)
+PAGE = {"acc-methods-state": REFS / "accelerator-methods.md",
+        "acc-methods-step": REFS / "accelerator-methods.md",
+        "acc-methods-comm": REFS / "accelerator-comm-methods.md",
+        "acc-methods-model": REFS / "accelerator-model-access.md",
+        "acc-methods-fsdp2-root": REFS / "fsdp2-forward-before-step.md"}
 EXT = ROOT / ".torch_extensions_acc_methods"   # private: a stale lock in a shared cache hangs deepspeed
 
 SETUPS = {  # name: (processes, column title)
@@ -294,13 +301,23 @@ def _merged_table(data: dict, rows: list, notes: Notes) -> str:
     return head + "".join(out)
 
 
+# the step table's rows from here on (model access and saving) go to their own block and page
+MODEL_FROM = "unwrap_model"
+
+
+def _notes_block(notes: Notes, offset: int) -> str:
+    return "".join(f"E{i + 1 + offset}: {t.replace('|', '&#124;')}<br>\n" for i, t in enumerate(notes.texts))
+
+
 def render(data: dict) -> dict:
-    n1, n2 = Notes(), Notes()
+    n1, n2, n3 = Notes(), Notes(), Notes()
     comm = _merged_table(data, COMM_ROWS, n1)
-    step = _table(data, STEP_ROWS, n2)
-    n2.texts, offset = n2.texts, len(n1.texts)
-    # one numbering across both tables: the second table's notes continue the first's
-    step = _renumber(step, n2, offset)
+    k = [key for key, _ in STEP_ROWS].index(MODEL_FROM)
+    # one numbering across the tables: each table's notes continue the previous one's
+    off2 = len(n1.texts)
+    step = _renumber(_table(data, STEP_ROWS[:k], n2), n2, off2)
+    off3 = off2 + len(n2.texts)
+    model = _renumber(_table(data, STEP_ROWS[k:], n3), n3, off3)
     state = "| Setup | " + " | ".join(SETUPS[s][1] for s in ORDER) + " |\n| --- |" + " --- |" * len(ORDER) + "\n"
     for what, f in (("`distributed_type` after `prepare`", lambda r: r["distributed_type after prepare"]),
                     ("`num_processes`", lambda r: r["state"]["num_processes"]),
@@ -319,8 +336,8 @@ def render(data: dict) -> dict:
     return {"acc-methods-fsdp2-root": root,
             "acc-methods-state": state,
             "acc-methods-comm": comm + "\n" + n1.block(),
-            "acc-methods-step": step + "\n" + "".join(f"E{i + 1 + offset}: {t.replace('|', '&#124;')}<br>\n"
-                                                      for i, t in enumerate(n2.texts))}
+            "acc-methods-step": step + "\n" + _notes_block(n2, off2),
+            "acc-methods-model": model + "\n" + _notes_block(n3, off3)}
 
 
 def _renumber(text: str, notes: Notes, offset: int) -> str:

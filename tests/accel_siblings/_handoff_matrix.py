@@ -1,6 +1,6 @@
-"""Generator for sub-skills/distributed-training-backends/references/accelerate-handoff.md: who initialises
-torch.distributed and deepspeed.comm (launcher, user, PartialState, Accelerator, TrainingArguments) and what
-Accelerator.prepare_model does per model state (accelerate 1.15.0, deepspeed 0.19.8, transformers 5.25.0,
+"""Generator for sub-skills/distributed-training-backends/references/accelerate-handoff.md (who initialises
+torch.distributed and deepspeed.comm: launcher, user, PartialState, Accelerator, TrainingArguments) and
+accelerate-prepare-model.md (what Accelerator.prepare_model does per model state; FSDP1 loading) (accelerate 1.15.0, deepspeed 0.19.8, transformers 5.25.0,
 torch 2.13.0; CPU, gloo, DS_ACCELERATOR=cpu).
 
 Each case runs for real in child processes (_handoff_probe.py): two ranks with torchrun's variables, one
@@ -9,7 +9,7 @@ generated blocks, which test_handoff_matrix.py compares word for word.
 
 usage: python tests/accel_siblings/_handoff_matrix.py capture   rerun every case, rewrite the capture (~2 min)
        python tests/accel_siblings/_handoff_matrix.py render    print the blocks from the capture
-       python tests/accel_siblings/_handoff_matrix.py write     rewrite the page's blocks from the capture
+       python tests/accel_siblings/_handoff_matrix.py write     rewrite the pages' blocks from the capture
 """
 from __future__ import annotations
 
@@ -28,7 +28,11 @@ import _generated_blocks as gb  # noqa: E402
 
 CAPTURE = HERE / "handoff_capture.json"
 PROBE = HERE / "_handoff_probe.py"
-PAGE = ROOT / "sub-skills" / "distributed-training-backends" / "references" / "accelerate-handoff.md"
+REFS = ROOT / "sub-skills" / "distributed-training-backends" / "references"
+# block name -> the page that holds it (split by topic so a question reads one page)
+PAGE = {"handoff-init": REFS / "accelerate-handoff.md",
+        "handoff-prepare": REFS / "accelerate-prepare-model.md",
+        "handoff-fsdp1": REFS / "accelerate-prepare-model.md"}
 EXT = ROOT / ".torch_extensions_handoff"   # private: a stale lock in a shared cache hangs deepspeed
 
 # id: (launcher variables?, ACCELERATE_USE_DEEPSPEED=true?, "pre:constructor", row label)

@@ -1,6 +1,6 @@
-"""accelerator-methods.md is what accelerate 1.15.0 really does per setup: _acc_methods_matrix.py ran every
-setup (two gloo ranks under MULTI_CPU, DeepSpeed ZeRO-2/3 on DS_ACCELERATOR=cpu and FSDP2, plus one
-process) and committed the raw per-rank results (acc_methods_capture.json). The page's generated blocks
+"""accelerator-methods.md and its siblings (_acc_methods_matrix.PAGE) are what accelerate 1.15.0 really does
+per setup: _acc_methods_matrix.py ran every setup (two gloo ranks under MULTI_CPU, DeepSpeed ZeRO-2/3 on DS_ACCELERATOR=cpu and FSDP2, plus one
+process) and committed the raw per-rank results (acc_methods_capture.json). The pages' generated blocks
 must equal the rendering of that capture word for word; the 1-process and MULTI_CPU setups are rerun
 live (~6 s on two cores). A full rerun is `_acc_methods_matrix.py --check`."""
 from __future__ import annotations

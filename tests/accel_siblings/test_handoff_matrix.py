@@ -1,6 +1,6 @@
-"""accelerate-handoff.md is what accelerate 1.15.0 / deepspeed 0.19.8 / transformers 5.25.0 really do:
+"""accelerate-handoff.md and accelerate-prepare-model.md are what accelerate 1.15.0 / deepspeed 0.19.8 / transformers 5.25.0 really do:
 _handoff_matrix.py ran every case in child processes (CPU, gloo, DS_ACCELERATOR=cpu) and committed the raw
-results (handoff_capture.json); the page's generated blocks must equal the rendering of that capture word
+results (handoff_capture.json); the pages' generated blocks must equal the rendering of that capture word
 for word, and the mechanism behind the set-8 case (a process group made before PartialState with the
 DeepSpeed variable, which TrainingArguments(deepspeed=...) sets) is rerun live here (two child processes,
 ~2 s) to show the capture still matches the installed packages.

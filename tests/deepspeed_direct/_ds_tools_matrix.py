@@ -1,5 +1,5 @@
-"""Generator for sub-skills/distributed-training-backends/references/deepspeed-checkpoint-tools.md
-(deepspeed 0.19.8, torch 2.13.0, DS_ACCELERATOR=cpu, gloo): ds_to_universal per ZeRO stage, universal
+"""Generator for sub-skills/distributed-training-backends/references/deepspeed-checkpoint-tools.md (universal
+checkpoints) and deepspeed-zero-to-fp32.md (zero_to_fp32, save_16bit_model) (deepspeed 0.19.8, torch 2.13.0, DS_ACCELERATOR=cpu, gloo): ds_to_universal per ZeRO stage, universal
 loads into each stage and data-parallel size, zero_to_fp32 (in-process and the script's flags) and
 save_16bit_model.
 
@@ -8,7 +8,7 @@ ranks). The raw results are committed in ds_tools_capture.json; render() turns t
 blocks, which the test compares with the page word for word.
 
 usage: python tests/deepspeed_direct/_ds_tools_matrix.py render     print the blocks from the capture
-       python tests/deepspeed_direct/_ds_tools_matrix.py write      rewrite the page's blocks from the capture
+       python tests/deepspeed_direct/_ds_tools_matrix.py write      rewrite the pages' blocks from the capture
        python tests/deepspeed_direct/_ds_tools_matrix.py capture    rerun every case, rewrite the capture (~5 min)
        python tests/deepspeed_direct/_ds_tools_matrix.py --check    rerun every case, compare with the capture
 """
@@ -26,10 +26,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _ds_matrix as M  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "ds_tools_capture.json"
 PROBE = HERE / "_ds_tools_probe.py"
-PAGE = M.REFS / "deepspeed-checkpoint-tools.md"
+UNIVERSAL_PAGE = M.REFS / "deepspeed-checkpoint-tools.md"
+FP32_PAGE = M.REFS / "deepspeed-zero-to-fp32.md"
+# block name -> the page that holds it (split by topic so a question reads one page)
+PAGE = {"universal convert": UNIVERSAL_PAGE, "universal loads": UNIVERSAL_PAGE, "universal tags": UNIVERSAL_PAGE,
+        "zero_to_fp32 memory": FP32_PAGE, "zero_to_fp32 cli": FP32_PAGE, "save_16bit_model": FP32_PAGE}
 
 
 def _eng(stage, **more):
@@ -243,8 +250,12 @@ def render_loads(data, notes):
             "| --- | --- | --- | --- |"]
     for src in UNI_SOURCES:
         for st in TARGETS:
-            for lname, _ in LOAD_KW:
-                cells = [_load_cell(data["load"][f"{src} -> z{st} ws{ws} {lname}"], notes) for ws in (1, 2)]
+            per = [(lname, [_load_cell(data["load"][f"{src} -> z{st} ws{ws} {lname}"], notes) for ws in (1, 2)])
+                   for lname, _ in LOAD_KW]
+            if all(cells == per[0][1] for _, cells in per):
+                # the load options gave the same result: one row, both options named (shorter page)
+                per = [(" or ".join(lname for lname, _ in per), per[0][1])]
+            for lname, cells in per:
                 rows.append(f"| {src} | stage {st}; {lname} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
@@ -332,12 +343,7 @@ if __name__ == "__main__":
         print(("differs: " + ", ".join(bad) if bad else "capture reproduced") + f" (this run: {out})")
         sys.exit(1 if bad else 0)
     elif arg == ["write"]:
-        doc = PAGE.read_text(encoding="utf-8")
-        for k, v in render(load_capture()).items():
-            start, end = f"<!-- generated: {k} -->\n", "<!-- end generated -->"
-            head, rest = doc.split(start, 1)
-            doc = head + start + v + end + rest.split(end, 1)[1]
-        PAGE.write_text(doc, encoding="utf-8")
+        gb.write(PAGE, render(load_capture()))
     elif arg == ["render"]:
         for k, v in render(load_capture()).items():
             print(f"<!-- generated: {k} -->\n{v}<!-- end generated -->\n")

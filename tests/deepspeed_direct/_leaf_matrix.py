@@ -1,5 +1,6 @@
-"""Generator for sub-skills/distributed-training-backends/references/zero3-leaf-modules.md and
-deepspeed-defaults-history.md (the "ds history" block) (deepspeed 0.19.8,
+"""Generator for sub-skills/distributed-training-backends/references/zero3-leaf-modules.md (why an MoE model
+hangs: "leaf hang", "moe experts"), zero3-leaf-module-config.md (defaults, matching, variants: "leaf defaults",
+"leaf runs") and deepspeed-defaults-history.md (the "ds history" block) (deepspeed 0.19.8,
 transformers 5.25.0, torch 2.13.0, DS_ACCELERATOR=cpu, gloo, one process).
 
 Four generated blocks, each compared word for word with its page by test_leaf_matrix.py:
@@ -34,11 +35,15 @@ CAPTURE = HERE / "leaf_matrix_capture.json"
 PROBE = HERE / "_leaf_probe.py"
 REFS = ROOT / "sub-skills" / "distributed-training-backends" / "references"
 PAGE = REFS / "zero3-leaf-modules.md"
+CONFIG_PAGE = REFS / "zero3-leaf-module-config.md"
 HISTORY_PAGE = REFS / "deepspeed-defaults-history.md"
+# block name -> the page that holds it (split by topic so a question reads one page)
+PAGES = {"leaf hang": PAGE, "moe experts": PAGE, "leaf defaults": CONFIG_PAGE, "leaf runs": CONFIG_PAGE,
+         "ds history": HISTORY_PAGE}
 
 
 def page_of(block_name):
-    return HISTORY_PAGE if block_name == "ds history" else PAGE
+    return PAGES[block_name]
 NAMES = ROOT / "references" / "facts" / "names.json"
 EXT = Path(os.environ.get("DS_MATRIX_EXT", ROOT / ".ds_ext"))
 
@@ -447,7 +452,7 @@ def history_json(data):
     for r in sorted(h["rows"], key=lambda r: r["key"]):
         if r["key"].startswith("zero_optimization.leaf_module"):
             changed[r["key"]] = (f"added in {r['since']} (compared from {r['compared_from']}); see "
-                                 "sub-skills/distributed-training-backends/references/zero3-leaf-modules.md")
+                                 "sub-skills/distributed-training-backends/references/zero3-leaf-module-config.md")
         elif r["before"] == "(no such key)":
             changed[r["key"]] = f"added in {r['since']} (compared from {r['compared_from']})"
         else:

@@ -1,6 +1,6 @@
-"""zero3-leaf-modules.md is what deepspeed 0.19.8 with transformers 5.25.0 really does: _leaf_matrix.py ran
-every leaf_module variant on the CPU accelerator and committed the raw results (leaf_matrix_capture.json);
-the page's generated blocks must equal the rendering of that capture word for word, the source facts are
+"""zero3-leaf-modules.md and zero3-leaf-module-config.md are what deepspeed 0.19.8 with transformers 5.25.0
+really do: _leaf_matrix.py ran every leaf_module variant on the CPU accelerator and committed the raw results (leaf_matrix_capture.json);
+the pages' generated blocks must equal the rendering of that capture word for word, the source facts are
 re-read from the installed packages, and the default case is rerun live (one child process, a few seconds).
 set 8 s8-ds-f01: MoE blocks are ZeRO-3 leaf modules by default since deepspeed 0.18.0."""
 from __future__ import annotations
