@@ -8,7 +8,10 @@ capture / render / write front of a generator whose blocks live in one page or, 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Union
 
@@ -68,11 +71,19 @@ def save_json(path: Path, data) -> None:
 def cli(arg: str, *, page: Pages, capture: Path, collect: Callable[[], object],
         render: Callable[[object], Dict[str, str]], usage: str) -> None:
     """`capture` reruns the probe into CAPTURE; `render` prints the blocks; `write` puts them in PAGE;
-    `--check` reruns the probe and says which rendered blocks differ from the capture's (exit 1 if any)."""
+    `--check` reruns the probe, prints the first differing line of each block that changed, keeps the
+    fresh run beside the system temp folder's other files and exits 1 if any block differs."""
     if arg == "--check":
-        fresh, kept = render(collect()), render(load_json(capture))
+        data = collect()
+        fresh, kept = render(data), render(load_json(capture))
         bad = [k for k, v in fresh.items() if v != kept.get(k)]
-        print("differs: " + ", ".join(bad) if bad else "capture reproduced")
+        for k in bad:  # the first differing line, so a drift can be judged without another full run
+            pairs = zip((kept.get(k) or "").splitlines(), fresh[k].splitlines())
+            x, y = next(((a, b) for a, b in pairs if a != b), ("(shorter)", "(longer)"))
+            print(f"{k}:\n  committed: {x}\n  now:       {y}")
+        out = Path(tempfile.gettempdir()) / (capture.stem + ".check.json")
+        save_json(out, data)
+        print(("differs: " + ", ".join(bad) if bad else "capture reproduced") + f" (this run: {out})")
         sys.exit(1 if bad else 0)
     if arg == "capture":
         save_json(capture, collect())
@@ -91,3 +102,23 @@ def assert_page_is_rendered(pages: Pages, rendered: Dict[str, str]) -> None:
         doc = page.read_text(encoding="utf-8")
         for name, text in part.items():
             assert block(doc, name) == text, f"{page.name}: block {name!r} differs from the rendered capture"
+
+
+def run_ranks(cmd: list, envs: list, out: Path, timeout: int, err_key: str, tail: int) -> dict:
+    """Start CMD once per environment in ENVS (one per rank, each in its own session, run in OUT), wait
+    for all, kill a rank's process group past TIMEOUT; {"rankN": the JSON rank N wrote to OUT/rankN.json,
+    or {ERR_KEY: the last TAIL characters of its stderr}}."""
+    procs = [subprocess.Popen(cmd, env=env, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) for env in envs]
+    errs = []
+    for p in procs:
+        try:
+            errs.append(p.communicate(timeout=timeout)[1])
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            errs.append("TIMEOUT " + (p.communicate()[1] or ""))
+    got = {}
+    for r in range(len(procs)):
+        f = out / f"rank{r}.json"
+        got[f"rank{r}"] = json.loads(f.read_text()) if f.exists() else {err_key: errs[r][-tail:]}
+    return got

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -72,20 +71,8 @@ def run_setup(setup: str, work: Path, ext: Path = EXT, timeout: int = 300) -> di
     out = Path(work) / setup
     out.mkdir(parents=True, exist_ok=True)
     port = _port()
-    procs = [subprocess.Popen([sys.executable, str(PROBE), setup, str(out)], env=_env(r, world, port, ext),
-                              cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True) for r in range(world)]
-    errs = []
-    for p in procs:
-        try:
-            errs.append(p.communicate(timeout=timeout)[1])
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, 9)
-            errs.append("TIMEOUT " + (p.communicate()[1] or ""))
-    got = {}
-    for r in range(world):
-        f = out / f"rank{r}.json"
-        got[f"rank{r}"] = json.loads(f.read_text()) if f.exists() else {"probe_error": errs[r][-1500:]}
+    got = gb.run_ranks([sys.executable, str(PROBE), setup, str(out)], [_env(r, world, port, ext) for r in range(world)],
+                       out, timeout, "probe_error", 1500)
     return json.loads(json.dumps(got).replace(str(out), "<dir>"))
 
 

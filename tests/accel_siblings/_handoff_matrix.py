@@ -13,10 +13,8 @@ usage: python tests/accel_siblings/_handoff_matrix.py capture   rerun every case
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -95,22 +93,8 @@ def run(mode: str, name: str, world: int, launcher: bool, ds_env: bool, work: Pa
     out = Path(work) / f"{mode}-{name}".replace(" ", "_")
     out.mkdir(parents=True, exist_ok=True)
     port = _port()
-    procs = [subprocess.Popen([sys.executable, str(PROBE), mode, name, str(out)],
-                              env=_env(r, world, port, launcher, ds_env, ext), cwd=out,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-             for r in range(world)]
-    errs = []
-    for p in procs:
-        try:
-            errs.append(p.communicate(timeout=timeout)[1])
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, 9)
-            errs.append("TIMEOUT " + (p.communicate()[1] or ""))
-    got = {}
-    for r in range(world):
-        f = out / f"rank{r}.json"
-        got[f"rank{r}"] = json.loads(f.read_text()) if f.exists() else {"crash": errs[r][-400:]}
-    return got
+    return gb.run_ranks([sys.executable, str(PROBE), mode, name, str(out)],
+                        [_env(r, world, port, launcher, ds_env, ext) for r in range(world)], out, timeout, "crash", 400)
 
 
 def run_init(case_id: str, work: Path, ext: Path = EXT) -> dict:

@@ -26,6 +26,8 @@ ROOT = HERE.parents[1]
 CAPTURE = HERE / "ds_matrix_capture.json"
 PROBE = HERE / "_ds_probe.py"
 REFS = ROOT / "sub-skills" / "distributed-training-backends" / "references"
+sys.path.insert(0, str(HERE.parent))
+import _generated_blocks as gb  # noqa: E402
 
 STAGES = (0, 1, 2, 3)
 OPTS = ("Adam", "AdamW", "client AdamW", "none")
@@ -358,33 +360,8 @@ def load_capture():
 
 
 if __name__ == "__main__":
-    arg = sys.argv[1:2]
-    if arg == ["capture"]:
-        CAPTURE.write_text(json.dumps(capture(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    elif arg == ["--check"]:
-        fresh = capture()
-        new, old = render(fresh), render(load_capture())
-        bad = [k for k in old if old[k] != new[k]]
-        for k in bad:   # the differing lines, so a drift can be judged without another full run
-            a, b = old[k].splitlines(), new[k].splitlines()
-            for x, y in zip(a, b):
-                if x != y:
-                    print(f"{k}:\n  committed: {x}\n  now:       {y}")
-        out = Path(tempfile.gettempdir()) / "ds_matrix_capture.check.json"
-        out.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        print(("differs: " + ", ".join(bad) if bad else "capture reproduced") + f" (this run: {out})")
-        sys.exit(1 if bad else 0)
-    elif arg == ["write"]:
-        pages = {"initialize": REFS / "deepspeed-initialize-matrix.md", "checkpoint": REFS / "deepspeed-checkpoint-matrix.md"}
-        for k, v in render(load_capture()).items():
-            page = pages[k.split()[0]]
-            doc = page.read_text(encoding="utf-8")
-            start, end = f"<!-- generated: {k} -->\n", "<!-- end generated -->"
-            head, rest = doc.split(start, 1)
-            page.write_text(head + start + v + end + rest.split(end, 1)[1], encoding="utf-8")
-    elif arg == ["render"]:
-        for k, v in render(load_capture()).items():
-            print(f"<!-- generated: {k} -->\n{v}<!-- end generated -->\n")
-    else:
-        print(__doc__)
-        sys.exit(2)
+    gb.cli(sys.argv[1] if len(sys.argv) > 1 else "", capture=CAPTURE, collect=capture, render=render, usage=__doc__,
+           page={"initialize grid": REFS / "deepspeed-initialize-matrix.md",
+                 "initialize flags": REFS / "deepspeed-initialize-matrix.md",
+                 "checkpoint saves": REFS / "deepspeed-checkpoint-matrix.md",
+                 "checkpoint loads": REFS / "deepspeed-checkpoint-matrix.md"})

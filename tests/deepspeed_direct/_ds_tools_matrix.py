@@ -331,22 +331,5 @@ def load_capture():
 
 
 if __name__ == "__main__":
-    arg = sys.argv[1:2]
-    if arg == ["capture"]:
-        CAPTURE.write_text(json.dumps(capture(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    elif arg == ["--check"]:
-        fresh = capture()
-        new, old = render(fresh), render(load_capture())
-        bad = [k for k in old if old[k] != new[k]]
-        out = Path(tempfile.gettempdir()) / "ds_tools_capture.check.json"
-        out.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        print(("differs: " + ", ".join(bad) if bad else "capture reproduced") + f" (this run: {out})")
-        sys.exit(1 if bad else 0)
-    elif arg == ["write"]:
-        gb.write(PAGE, render(load_capture()))
-    elif arg == ["render"]:
-        for k, v in render(load_capture()).items():
-            print(f"<!-- generated: {k} -->\n{v}<!-- end generated -->\n")
-    else:
-        print(__doc__)
-        sys.exit(2)
+    gb.cli(sys.argv[1] if len(sys.argv) > 1 else "", page=PAGE, capture=CAPTURE, collect=capture, render=render,
+           usage=__doc__)

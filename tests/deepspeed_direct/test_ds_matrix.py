@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
 import _ds_matrix as gen  # noqa: E402
 
 INIT = gen.REFS / "deepspeed-initialize-matrix.md"
@@ -25,10 +27,7 @@ def data():
     return gen.load_capture()
 
 
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "<!-- end generated -->"
-    assert start in doc, name
-    return doc.split(start, 1)[1].split(end, 1)[0]
+block = gb.block  # the shared reader of generated blocks (tests/_generated_blocks.py)
 
 
 def test_pages_are_the_rendered_capture(data):
