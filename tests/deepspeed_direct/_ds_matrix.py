@@ -158,11 +158,11 @@ def run_init(cases, work, ext=EXT):
     return _result(p.stdout, p.stderr)
 
 
-def _pair(cases, work, timeout):
-    """Run cases in 2 processes; a rank that fails while the other waits in a collective hangs both:
-    after `timeout` both are killed and each rank's finished cases are read from its CASE lines."""
+def _pair(cases, work, timeout, mode="ckpt", probe=PROBE):
+    """Run cases in 2 processes of PROBE (MODE); a rank that fails while the other waits in a collective
+    hangs both: after `timeout` both are killed and each rank's finished cases are read from its CASE lines."""
     port = _port()
-    procs = [subprocess.Popen([sys.executable, str(PROBE), "ckpt", json.dumps(cases), str(work)],
+    procs = [subprocess.Popen([sys.executable, str(probe), mode, json.dumps(cases), str(work)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=_env(EXT, r, 2, port), cwd=work) for r in range(2)]
     outs, hung = [], False

@@ -116,22 +116,7 @@ def _run_probe(mode, cases, work, ws, timeout=600):
         p = subprocess.run([sys.executable, str(PROBE), mode, json.dumps(cases), str(work)], capture_output=True,
                            text=True, timeout=timeout, env=_env(0, 1), cwd=work)
         return M._result(p.stdout.replace(str(work), "<dir>"), p.stderr)
-    port = M._port()
-    envs = [M._env(M.EXT, r, 2, port) for r in range(2)]
-    procs = [subprocess.Popen([sys.executable, str(PROBE), mode, json.dumps(cases), str(work)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=envs[r], cwd=work) for r in range(2)]
-    outs, hung = [], False
-    for p in procs:
-        try:
-            outs.append(p.communicate(timeout=timeout))
-        except subprocess.TimeoutExpired:
-            hung = True
-            for q in procs:
-                q.kill()
-            outs.append(p.communicate())
-    per_rank = [[json.loads(ln[5:].replace(str(work), "<dir>")) for ln in o[0].splitlines() if ln.startswith("CASE ")]
-                for o in outs]
-    return per_rank, hung
+    return M._pair(cases, work, timeout, mode=mode, probe=PROBE)
 
 
 def _convert(work, name, inject):

@@ -24,12 +24,9 @@ def data():
     return gen.load_capture()
 
 
-block = gb.block  # the shared reader of generated blocks (tests/_generated_blocks.py)
-
-
 def test_page_is_the_rendered_capture(data):
-    for name, text in gen.render(data).items():
-        assert block(gen.PAGE[name].read_text(encoding="utf-8"), name) == text, name
+    rendered = gen.render(data)
+    gb.assert_page_is_rendered(gen.PAGE, rendered)
 
 
 def test_capture_covers_every_case(data):

@@ -22,12 +22,9 @@ def data():
     return gen.load_capture()
 
 
-block = gb.block  # the shared reader of generated blocks (tests/_generated_blocks.py)
-
-
 def test_page_is_the_rendered_capture(data):
-    for name, text in gen.render(data).items():
-        assert block(gen.page_of(name).read_text(encoding="utf-8"), name) == text, name
+    rendered = gen.render(data)
+    gb.assert_page_is_rendered({n: gen.page_of(n) for n in rendered}, rendered)
 
 
 def test_lookup_history_file_is_the_rendered_capture(data):
