@@ -16,7 +16,8 @@ import sys
 import warnings
 
 
-def _setup():
+def clean_env():
+    """No Accelerate/DeepSpeed variables from the caller; a one-rank world unless a launcher set one."""
     for k in list(os.environ):
         if k.startswith("ACCELERATE_") or k.startswith("DEEPSPEED_"):
             del os.environ[k]
@@ -25,6 +26,10 @@ def _setup():
         os.environ.setdefault(k, v)
     os.environ.setdefault("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])
     warnings.simplefilter("ignore")
+
+
+def _setup():
+    clean_env()
     import torch
     import torch.distributed as tdist
     tdist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))

@@ -12,18 +12,11 @@ import json
 import logging
 import os
 import sys
-import warnings
 
 
 def _setup():
-    for k in list(os.environ):
-        if k.startswith("ACCELERATE_") or k.startswith("DEEPSPEED_"):
-            del os.environ[k]
-    os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
-    for k, v in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1")):
-        os.environ.setdefault(k, v)
-    os.environ.setdefault("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])
-    warnings.simplefilter("ignore")
+    from _ds_probe import clean_env  # same folder: the probe's own directory is on sys.path
+    clean_env()
     import torch
     import torch.distributed as tdist
     tdist.init_process_group("gloo", rank=0, world_size=1)
