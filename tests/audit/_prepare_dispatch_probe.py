@@ -107,14 +107,9 @@ def reentrant_frozen_ddp_facts():
     from torch import nn
     from torch.utils.checkpoint import checkpoint
 
-    class Lora(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.base, self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2, bias=False), nn.Linear(2, 4, bias=False)
-            self.base.requires_grad_(False)
-
-        def forward(self, x):
-            return self.base(x) + self.b(self.a(x))
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _toy_models import LoraBlock as Lora
 
     class Net(nn.Module):
         def __init__(self):

@@ -5,21 +5,16 @@ case runs inside the one-rank process group of tests/audit/_prepare_dispatch_pro
 (tests/audit/test_prepare_dispatch.py::test_reentrant_frozen_input_under_ddp)."""
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-
-class _Lora(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.base, self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2, bias=False), nn.Linear(2, 4, bias=False)
-        self.base.requires_grad_(False)
-
-    def forward(self, x):
-        return self.base(x) + self.b(self.a(x))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _toy_models import LoraBlock as _Lora  # noqa: E402
 
 
 def _run(use_reentrant: bool, input_grad: bool):

@@ -1,0 +1,16 @@
+"""Tiny modules shared by several probes and tests (CPU, torch 2.13.0)."""
+from __future__ import annotations
+
+from torch import nn
+
+
+class LoraBlock(nn.Module):
+    """A LoRA-shaped block: a frozen base Linear(4, 4) plus a trainable low-rank path a (4 -> 2), b (2 -> 4)."""
+
+    def __init__(self):
+        super().__init__()
+        self.base, self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2, bias=False), nn.Linear(2, 4, bias=False)
+        self.base.requires_grad_(False)
+
+    def forward(self, x):
+        return self.base(x) + self.b(self.a(x))
