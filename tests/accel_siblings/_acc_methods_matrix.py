@@ -91,7 +91,6 @@ def load_capture():
     return gb.load_json(CAPTURE)
 
 
-
 # ---------------------------------------------------------------------------------------- rendering
 ORDER = ["multi_cpu", "ds_z2", "ds_z3", "fsdp2", "single"]
 
@@ -331,9 +330,6 @@ def _renumber(text: str, notes: Notes, offset: int) -> str:
     for i in range(len(notes.texts), 0, -1):
         text = text.replace(f"[E{i}]", f"[E{i + offset}]")
     return text
-
-
-block = gb.block
 
 
 if __name__ == "__main__":

@@ -116,12 +116,6 @@ def load_capture():
     return gb.load_json(CAPTURE)
 
 
-block = gb.block
-
-
-def main(arg):
-    gb.cli(arg, page=REF, capture=CAPTURE, collect=run_probe, render=render, usage=__doc__)
-
-
 if __name__ == "__main__" and sys.argv[1:2] != ["probe"]:
-    main(sys.argv[1] if len(sys.argv) > 1 else "")
+    gb.cli(sys.argv[1] if len(sys.argv) > 1 else "", page=REF, capture=CAPTURE, collect=run_probe, render=render,
+           usage=__doc__)

@@ -156,9 +156,6 @@ def load_capture():
     return gb.load_json(CAPTURE)
 
 
-block = gb.block
-
-
 if __name__ == "__main__":
     gb.cli(sys.argv[1] if len(sys.argv) > 1 else "", page=PAGE, capture=CAPTURE, collect=capture,
            render=render, usage=__doc__)

@@ -299,19 +299,18 @@ def render(data=None):
     c = data["cells"]
     errors: list[str] = []
     out = []
+
+    def dtype_table(first: str, rows: dict) -> list:
+        """One row per name, one column per dtype; ROWS maps a row name to its cell key prefix."""
+        return ([f"| {first} | " + " | ".join(DTYPES) + " |", "| --- |" + " --- |" * len(DTYPES)]
+                + [f"| `{name}` | " + " | ".join(_cell_text(c[key + d], errors) for d in DTYPES) + " |"
+                   for name, key in rows.items()] + [""])
+
     for kind in REDUCING:
         out.append(f"**`{kind}`**\n")
-        out.append("| op | " + " | ".join(DTYPES) + " |")
-        out.append("| --- |" + " --- |" * len(DTYPES))
-        for op in OPS:
-            out.append(f"| `{op}` | " + " | ".join(_cell_text(c[f"{kind}|{op}|{d}"], errors) for d in DTYPES) + " |")
-        out.append("")
+        out += dtype_table("op", {op: f"{kind}|{op}|" for op in OPS})
     out.append("**No reduce op**\n")
-    out.append("| collective | " + " | ".join(DTYPES) + " |")
-    out.append("| --- |" + " --- |" * len(DTYPES))
-    for kind in PLAIN:
-        out.append(f"| `{kind}` | " + " | ".join(_cell_text(c[f"{kind}||{d}"], errors) for d in DTYPES) + " |")
-    out.append("")
+    out += dtype_table("collective", {kind: f"{kind}||" for kind in PLAIN})
     out.append("**Objects and barrier** (pickled Python objects; no dtype)\n")
     out.append("| collective | result |")
     out.append("| --- | --- |")
