@@ -14,3 +14,16 @@ class LoraBlock(nn.Module):
 
     def forward(self, x):
         return self.base(x) + self.b(self.a(x))
+
+
+class Counter:
+    """A custom object with state_dict/load_state_dict, for Accelerator.register_for_checkpointing."""
+
+    def __init__(self):
+        self.n = 0
+
+    def state_dict(self):
+        return {"n": self.n}
+
+    def load_state_dict(self, sd):
+        self.n = sd["n"]

@@ -121,15 +121,7 @@ def probe() -> dict:  # noqa: C901 (one linear scenario)
     dl = torch.utils.data.DataLoader(ds, batch_size=4, shuffle=True)
     model, opt, sched, dl = acc.prepare(model, opt, sched, dl)
 
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def state_dict(self):
-            return {"n": self.n}
-
-        def load_state_dict(self, sd):
-            self.n = sd["n"]
+    from _toy_models import Counter  # tests/ is on sys.path (above)
 
     counter = Counter()
     acc.register_for_checkpointing(counter)
@@ -365,9 +357,6 @@ def render(data) -> dict:
 
 def load_capture():
     return gb.load_json(CAPTURE)
-
-
-block = gb.block
 
 
 if __name__ == "__main__":

@@ -281,15 +281,8 @@ def _():
 
 @case("custom_objects")
 def _():
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def state_dict(self):
-            return {"n": self.n}
-
-        def load_state_dict(self, sd):
-            self.n = sd["n"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _toy_models import Counter
 
     acc = Accelerator()
     r = {"bad_object": raises(lambda: acc.register_for_checkpointing(object()))}

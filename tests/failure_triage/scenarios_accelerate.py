@@ -156,15 +156,8 @@ def accelerate_custom_checkpoint_count():
     import torch
     from accelerate import Accelerator
 
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def state_dict(self):
-            return {"n": self.n}
-
-        def load_state_dict(self, sd):
-            self.n = sd["n"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _toy_models import Counter
 
     acc = Accelerator()
     model = acc.prepare(_tiny())
