@@ -71,6 +71,8 @@ def load(path: Path) -> dict:
             history = json.loads(HISTORY.read_text(encoding="utf-8")).get("changed", {})
         except (OSError, ValueError, AttributeError):
             history = {}
+        if not isinstance(history, dict):  # a "changed" that is not a name -> text mapping
+            history = {}
     for e in data["entries"]:
         if isinstance(e, dict) and e.get("s") == "deepspeed-config" and isinstance(history.get(e.get("n")), str):
             e["changed"] = history[e["n"]]

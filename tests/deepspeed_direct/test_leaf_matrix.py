@@ -95,7 +95,8 @@ def test_lookup_shows_the_change_and_survives_a_bad_history_file(tmp_path, monke
     import lookup
     clip = [e for e in lookup.load(lookup.DATA)["entries"] if e["s"] == "deepspeed-config" and e["n"] == "gradient_clipping"]
     assert clip[0]["changed"].startswith("0.0 before v0.19.3")
-    for text in (None, "{not json", "[1, 2]", '{"changed": {"gradient_clipping": 5}}'):
+    for text in (None, "{not json", "[1, 2]", '{"changed": {"gradient_clipping": 5}}',
+                 '{"changed": ["gradient_clipping"]}'):
         bad = tmp_path / "h.json"
         if text is None:
             bad = tmp_path / "absent.json"
