@@ -1,6 +1,6 @@
 """Names in the DeepSpeed references that test_names.py does not read (its resolver covers the four
 owned references): every flag, env var and snake_case name in their inline code spans occurs in the
-installed accelerate 1.15.0 / deepspeed 0.19.8 / torch 2.13.0 sources, unless it is a placeholder or a
+installed accelerate 1.15.0 / deepspeed 0.19.8 / torch 2.13.0 / transformers 5.25.0 sources, unless it is a placeholder or a
 name of another tool listed below with where it comes from."""
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 REFS = REPO / "sub-skills" / "distributed-training-backends" / "references"
 CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-grad-accum-dtype.md",
            "deepspeed-checkpoint-loading.md", "deepspeed-warmup-lr.md", "deepspeed-multinode-runners.md",
-           "deepspeed-initialize-matrix.md", "deepspeed-checkpoint-matrix.md", "deepspeed-engine-methods.md"]
+           "deepspeed-initialize-matrix.md", "deepspeed-checkpoint-matrix.md", "deepspeed-engine-methods.md",
+           "deepspeed-checkpoint-tools.md", "deepspeed-zero-to-fp32.md", "zero3-leaf-modules.md",
+           "zero3-leaf-module-config.md", "deepspeed-defaults-history.md", "accelerate-handoff.md",
+           "accelerate-prepare-model.md", "peft-frozen-parameters.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -38,6 +41,15 @@ NOT_PACKAGE_NAMES = {
     "ckpt_case": "this bundle's _ds_probe.py function (Provenance)",
     "_ds_methods": "this bundle's generator (Provenance)", "_ds_methods_probe": "this bundle's test probe (Provenance)",
     "ckpt_cases": "this bundle's _ds_matrix.py function (Provenance)",
+    "_ds_tools_matrix": "this bundle's generator (Provenance)", "_ds_tools_probe": "this bundle's test probe (Provenance)",
+    "ds_tools_capture": "this bundle's committed capture (Provenance)", "_leaf_matrix": "this bundle's generator (Provenance)",
+    "leaf_matrix_capture": "this bundle's committed capture (Provenance)", "test_leaf_matrix": "this bundle's test (Provenance)",
+    "global_step2_universal": "a converted tag of the examples", "global_stepN_universal": "tag placeholder",
+    "ckpt_universal": "a folder of the examples", "other_dir": "a folder of the examples",
+    "random_states_": "prefix of random_states_<rank>.pkl (accelerate's RNG file, with a placeholder)",
+    "zero_pp_rank_0_mp_rank_": "prefix of a ZeRO-3 model-states file name (the rest is a wildcard)",
+    "_by_suffix": "short for set_z3_leaf_modules_by_suffix, named in full beside it",
+    "cls_or_name": "placeholder argument", "KEY_DEFAULT": "placeholder for DeepSpeed's *_DEFAULT constants",
     "render_ckpt": "this bundle's _ds_matrix.py function (Provenance)", "deepspeed_direct": "this bundle's test folder",
     "_mp_rank_00_model_states": "tail of the ZeRO-3 model file name pattern zero_pp_rank_<r>_mp_rank_00_model_states.pt",
     "_mp_rank_00_optim_states": "tail of the ZeRO optimizer file name pattern zero_pp_rank_<r>_mp_rank_00_optim_states.pt",
@@ -69,7 +81,8 @@ def _names(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def corpus() -> set[str]:
-    roots = [Path(importlib.util.find_spec(t).origin).parent for t in ("accelerate", "deepspeed")]
+    # transformers (pinned in requirements-test.txt): the Trainer hand-off and the MoE model families
+    roots = [Path(importlib.util.find_spec(t).origin).parent for t in ("accelerate", "deepspeed", "transformers")]
     torch_root = Path(importlib.util.find_spec("torch").origin).parent
     roots += [torch_root / "distributed", torch_root / "optim", torch_root / "utils" / "cpp_extension.py"]
     words: set[str] = set()
