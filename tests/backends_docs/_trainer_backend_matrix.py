@@ -1,5 +1,6 @@
 """Generator for the run-backed tables of
-sub-skills/distributed-training-backends/references/transformers-trainer-backends.md
+sub-skills/distributed-training-backends/references/transformers-trainer-backends.md and
+transformers-trainer-checkpoint-files.md
 (transformers 5.25.0, accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, CPU, gloo).
 
 Per case (one process; DDP, DeepSpeed ZeRO-2 / ZeRO-3 (gather flag off and on), FSDP1, FSDP2 with
@@ -31,7 +32,11 @@ import _generated_blocks as gb  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CAPTURE = HERE / "trainer_backend_capture.json"
-REF = ROOT / "sub-skills" / "distributed-training-backends" / "references" / "transformers-trainer-backends.md"
+REFS = ROOT / "sub-skills" / "distributed-training-backends" / "references"
+REF = {"trainer-backends-accel": REFS / "transformers-trainer-backends.md",
+       "trainer-backends-wrap": REFS / "transformers-trainer-backends.md",
+       "trainer-backends-save": REFS / "transformers-trainer-checkpoint-files.md",
+       "trainer-backends-resume": REFS / "transformers-trainer-checkpoint-files.md"}
 
 DS_BASE = {"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
            "gradient_accumulation_steps": "auto", "gradient_clipping": "auto"}
@@ -43,6 +48,7 @@ CASES = {
     "zero3": (2, {"deepspeed": {**DS_BASE, "zero_optimization": {"stage": 3}}}, {}),
     "zero3_gather": (2, {"deepspeed": {**DS_BASE, "zero_optimization": {
         "stage": 3, "stage3_gather_16bit_weights_on_model_save": True}}}, {}),
+    "zero2_use_cpu": (2, {"use_cpu": True, "deepspeed": {**DS_BASE, "zero_optimization": {"stage": 2}}}, {}),
     "fsdp1": (2, {"fsdp": True, "fsdp_config": {"version": 1, "sync_module_states": False,
                                                 "state_dict_type": "SHARDED_STATE_DICT"}},
               {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}),
@@ -53,6 +59,7 @@ CASES = {
 }
 LABEL = {"single": "one process", "ddp": "DDP (MULTI_CPU), 2 ranks", "zero2": "ZeRO-2, 2 ranks",
          "zero3": "ZeRO-3, 2 ranks", "zero3_gather": "ZeRO-3 + gather flag, 2 ranks",
+         "zero2_use_cpu": "`deepspeed=` + `use_cpu=True`, 2 ranks",
          "fsdp1": "FSDP1, 2 ranks", "fsdp2": "FSDP2, 2 ranks", "fsdp2_use_cpu": "`fsdp=True` + `use_cpu=True`, 2 ranks", "fsdp2_sharded": "FSDP2 SHARDED, 2 ranks"}
 
 
@@ -118,7 +125,7 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
     warnings.filterwarnings("ignore")
     n, extra, _env = CASES[case]
     work = Path.cwd()
-    if "deepspeed" in extra:
+    if "deepspeed" in extra:  # the DeepSpeed cases
         import importlib
 
         importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
@@ -138,7 +145,7 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
             return
         p = os.path.abspath(os.fsdecode(path))
         if p.startswith(phase["dir"] + os.sep):
-            phase["writes"].add(os.path.relpath(p, phase["dir"]))
+            phase["writes"].append(os.path.relpath(p, phase["dir"]).removesuffix(".tmp"))  # DCP renames .metadata.tmp
 
     def hook(event, args):
         if event == "open" and len(args) >= 3:
@@ -155,9 +162,16 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
         return real_safe(sd, filename, *a, **k)
 
     mu.safe_save_file = safe_save
+    real_torch_save = torch.save  # its C++ zip writer opens the file outside Python's `open`
+
+    def torch_save(obj, f, *a, **k):
+        note_write(f)
+        return real_torch_save(obj, f, *a, **k)
+
+    torch.save = torch.serialization.save = torch_save
 
     def watch(d):
-        phase["dir"], phase["writes"] = os.path.abspath(d), set()
+        phase["dir"], phase["writes"] = os.path.abspath(d), []
 
     calls: list = []
 
@@ -275,8 +289,7 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
         c = dp.deepspeed_config
         a["deepspeed"] = {"zero_stage": dp.zero_stage, "gradient_accumulation_steps": c.get("gradient_accumulation_steps"),
                           "train_micro_batch_size_per_gpu": c.get("train_micro_batch_size_per_gpu"),
-                          "train_batch_size": c.get("train_batch_size"), "gradient_clipping": c.get("gradient_clipping"),
-                          "zero_allow_untested_optimizer": c.get("zero_allow_untested_optimizer")}
+                          "train_batch_size": c.get("train_batch_size"), "gradient_clipping": c.get("gradient_clipping")}
     out["accelerator"] = a
 
     # checkpoint-1 is written inside train(); watch it with an on_save-free trick: wrap _save_checkpoint
@@ -372,8 +385,85 @@ def load_capture() -> dict:
 
 
 # --------------------------------------------------------------------------------------------- render
+def _files(names) -> str:
+    """Names grouped by folder: `a, b, global_step1/{x, y}`; "nothing" for none."""
+    if not names:
+        return "nothing"
+    top, sub = [], {}
+    for n in sorted(set(names)):
+        d, _, f = n.rpartition("/")
+        (sub.setdefault(d, []).append(f) if d else top.append(f))
+    return ", ".join(top + [f"{d}/{{{', '.join(fs)}}}" for d, fs in sorted(sub.items())])
+
+
+def _calls(seq, skip=("step_begin", "_save_checkpoint", "prepare(DataLoader)")) -> str:
+    return " → ".join(c.replace("GPT2LMHeadModel", "Model").replace("FSDPModel", "FSDPGPT2LMHeadModel")
+                      for c in seq if not c.startswith(skip))
+
+
+def _loaders(seq) -> str:
+    """The resume calls: every loader, and where the model's `prepare` sits between them."""
+    out = []
+    for c in seq:
+        if c.startswith(("_load", "load_", "deepspeed_load")):
+            out.append(c.replace("GPT2LMHeadModel", "Model").replace("FSDPModel", "FSDPGPT2LMHeadModel"))
+        elif c.startswith("prepare(") and not c.startswith("prepare(DataLoader") and "prepare" not in out:
+            out.append("prepare")
+    return " → ".join(out)
+
+
+def _plugin(a: dict) -> str:
+    if "fsdp" in a:
+        f = a["fsdp"]
+        extra = f", `use_orig_params` {f['use_orig_params']}" if f["fsdp_version"] == 1 else ""
+        return (f"FSDP{f['fsdp_version']}, `reshard_after_forward` {f['reshard_after_forward']}, "
+                f"`{f['auto_wrap_policy']}`, `{f['state_dict_type']}`{extra}")
+    if "deepspeed" in a:
+        d = a["deepspeed"]
+        return (f"ZeRO-{d['zero_stage']}: micro {d['train_micro_batch_size_per_gpu']}, GA "
+                f"{d['gradient_accumulation_steps']}, `train_batch_size` {d['train_batch_size']}, "
+                f"`gradient_clipping` {d['gradient_clipping']}")
+    return "none"
+
+
+def _grouped(header: list, rows: list) -> str:
+    """One line per distinct content; the cases that share it are listed together in the first cell."""
+    merged: dict = {}
+    for label, cells in rows:
+        merged.setdefault(cells, []).append(label)
+    return "\n".join(header + [f"| {'; '.join(labels)} | {cells} |" for cells, labels in merged.items()]) + "\n"
+
+
 def render(data: dict) -> dict:
-    return {}
+    heads = {"accel": ["| Case | `distributed_type` | Plugin as built (filled values) | GA: `accelerator` / `args` / "
+                       "engine |", "| --- | --- | --- | --- |"],
+             "wrap": ["| Case | Calls inside `train()` in order (after the dataloader's `prepare`) | `trainer.model` | "
+                      "`trainer.model_wrapped` | `trainer.optimizer` (inner) | callbacks' `model` | "
+                      "`unwrap_model(model_wrapped)` |", "| --- | --- | --- | --- | --- | --- | --- |"],
+             "save": ["| Case | `checkpoint-1`: rank 0 writes | rank 1 writes | `trainer.save_model(dir)`: rank 0 "
+                      "writes | rank 1 |", "| --- | --- | --- | --- | --- |"],
+             "resume": ["| Case | `train(resume_from_checkpoint=...)`: loaders in order | loss at step 2: "
+                        "uninterrupted / resumed |", "| --- | --- | --- |"]}
+    rows: dict = {k: [] for k in heads}
+    for case in [c for c in CASES if c in data]:
+        r0, r1 = data[case]["rank0"], data[case].get("rank1")
+        lab = LABEL[case]
+        a, b, at = r0["accelerator"], r0["begin"], r0["after_train"]
+        eng = r0.get("engine_gradient_accumulation_steps")
+        rows["accel"].append((lab, f"`{a['distributed_type']}` | {_plugin(a)} | "
+                                   f"{a['accelerator.gradient_accumulation_steps']} / "
+                                   f"{a['args.gradient_accumulation_steps']} / {eng if eng is not None else '-'}"))
+        rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} | `{at['model']}` | `{at['model_wrapped']}` | "
+                                  f"`{b['optimizer']}` (`{b['inner_optimizer']}`) | `{b['callback_model']}` | "
+                                  f"`{at['unwrap_model']}`"))
+        rows["save"].append((lab, f"{_files(r0['checkpoint_writes']['checkpoint-1'])} | "
+                                  f"{'-' if r1 is None else _files(r1['checkpoint_writes']['checkpoint-1'])} | "
+                                  f"{_files(r0['save_model_writes'])} | "
+                                  f"{'-' if r1 is None else _files(r1['save_model_writes'])}"))
+        first = dict(r0["losses"]).get(2)
+        again = dict(r0.get("resume_losses", [])).get(2)
+        rows["resume"].append((lab, f"{_loaders(r0['resume_calls'])} | {first} / {again}"))
+    return {f"trainer-backends-{k}": _grouped(heads[k], rows[k]) for k in heads}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+"""transformers-trainer-backends.md is what the transformers 5.25.0 Trainer does per backend (session 9):
+_trainer_backend_matrix.py ran one tiny GPT-2 Trainer job per backend (one process, DDP, ZeRO-2/3, FSDP1/2 at
+2 gloo ranks) and its capture is committed. The page's generated blocks must equal the rendering of the capture
+word for word; the one-process case is rerun live (one child, about 6 s); the 2-rank cases are rerun by
+`python tests/backends_docs/_trainer_backend_matrix.py --check` (about 90 s, not in the suite)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _trainer_backend_matrix as gen  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data():
+    return gen.load_capture()
+
+
+def test_reference_is_the_rendered_capture(data):
+    gen.gb.assert_page_is_rendered(gen.REF, gen.render(data))
+
+
+def test_every_case_ran_on_every_rank(data):
+    assert set(data) == set(gen.CASES)
+    for case, ranks in data.items():
+        assert len(ranks) == gen.CASES[case][0], case
+        for r, got in ranks.items():
+            assert "error" not in got and "resume_error" not in got, (case, r, got.get("error"))
+
+
+def test_ranks_agree_on_everything_but_the_files_they_write(data):
+    same = ("accelerator", "begin", "after_train", "train_calls", "resume_calls", "losses", "resume_losses")
+    for case, ranks in data.items():
+        if "rank1" in ranks:
+            for key in same:
+                a, b = ranks["rank0"][key], ranks["rank1"][key]
+                if key == "accelerator":  # should_save is the one per-rank field
+                    a, b = {**a, "should_save": None}, {**b, "should_save": None}
+                assert a == b, (case, key)
+
+
+def test_mechanism_facts(data):
+    r = {c: v["rank0"] for c, v in data.items()}
+    for case, got in r.items():
+        a = got["accelerator"]
+        assert (a["accelerator.gradient_accumulation_steps"], a["args.gradient_accumulation_steps"]) == (1, 2), case
+        assert a["optimizer_at_init"] == "NoneType", case
+        assert dict(got["losses"])[2] == dict(got["resume_losses"])[2], case
+    # use_cpu drops FSDP (plain DDP) but keeps DeepSpeed
+    assert r["fsdp2_use_cpu"]["accelerator"]["distributed_type"] == "MULTI_CPU"
+    assert r["fsdp2_use_cpu"]["after_train"]["model_wrapped"] == "DistributedDataParallel"
+    assert r["zero2_use_cpu"]["accelerator"]["distributed_type"] == "DEEPSPEED"
+    # FSDP1 delays the optimizer until the model is wrapped; FSDP2 does not
+    assert r["fsdp1"]["train_calls"][1].startswith("prepare(GPT2LMHeadModel) -> FullyShardedDataParallel")
+    assert r["fsdp2"]["train_calls"][1].startswith("create_optimizer(GPT2LMHeadModel)")
+    assert r["fsdp2"]["after_train"]["passed_model_is_trainer_model"] is True
+    assert r["fsdp1"]["after_train"]["passed_model_is_trainer_model"] is False
+    # ZeRO-3 without the gather flag: the engine checkpoint is written twice into checkpoint-1
+    writes = r["zero3"]["checkpoint_writes"]["checkpoint-1"]
+    assert writes.count("global_step1/zero_pp_rank_0_mp_rank_00_model_states.pt") == 2
+    writes = r["zero3_gather"]["checkpoint_writes"]["checkpoint-1"]
+    assert writes.count("global_step1/zero_pp_rank_0_mp_rank_00_model_states.pt") == 1
+    # non-writer ranks write only their RNG file and their own shards
+    for case, ranks in data.items():
+        if "rank1" in ranks:
+            for f in ranks["rank1"]["checkpoint_writes"]["checkpoint-1"]:
+                assert f == "rng_state_1.pth" or "1_" in f.rsplit("/", 1)[-1], (case, f)
+
+
+def test_live_one_process_case_reproduces_the_capture(data):
+    """The cheap case rerun in a child (~6 s): the calls, classes, files and resume of one process."""
+    with tempfile.TemporaryDirectory() as d:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_", "RANK", "WORLD_SIZE",
+                                                                        "LOCAL_RANK", "MASTER_"))}
+        env.update(OMP_NUM_THREADS="1", HF_HOME=str(Path(d) / "hf"), PYTHONHASHSEED="0")
+        subprocess.run([sys.executable, str(Path(gen.__file__)), "rank", "single"], cwd=d, env=env, timeout=240,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        live = gen.gb.load_json(Path(d) / "rank0.json")
+    kept = data["single"]["rank0"]
+    for key in ("accelerator", "begin", "after_train", "train_calls", "resume_calls", "checkpoint_writes",
+                "save_model_writes", "listing", "losses", "resume_losses"):
+        assert live.get(key) == kept[key], key
