@@ -48,7 +48,14 @@ CASES = {
     "zero3": (2, {"deepspeed": {**DS_BASE, "zero_optimization": {"stage": 3}}}, {}),
     "zero3_gather": (2, {"deepspeed": {**DS_BASE, "zero_optimization": {
         "stage": 3, "stage3_gather_16bit_weights_on_model_save": True}}}, {}),
+    # no stand-in: what a CPU-only host does with deepspeed= and no use_cpu
+    "zero2_cpu_plain": (2, {"deepspeed": {**DS_BASE, "zero_optimization": {"stage": 2}}}, {"PROBE_NO_STAND_IN": "1"}),
     "zero2_use_cpu": (2, {"use_cpu": True, "deepspeed": {**DS_BASE, "zero_optimization": {"stage": 2}}}, {}),
+    # the accelerate-launch route: no wrapper argument, the backend from the exported environment
+    "ds_env": (2, {}, {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2",
+                       "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2", "ACCELERATE_MIXED_PRECISION": "no"}),
+    "ds_env_ga4": (2, {}, {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2",
+                           "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4", "ACCELERATE_MIXED_PRECISION": "no"}),
     "fsdp1": (2, {"fsdp": True, "fsdp_config": {"version": 1, "sync_module_states": False,
                                                 "state_dict_type": "SHARDED_STATE_DICT"}},
               {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}),
@@ -56,11 +63,21 @@ CASES = {
     "fsdp2_use_cpu": (2, {"use_cpu": True, "fsdp": True}, {}),
     "fsdp2_sharded": (2, {"fsdp": True, "fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}},
                       {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}),
+    # the same route for FSDP
+    "fsdp_env": (2, {}, {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
+                         "FSDP_TRANSFORMER_CLS_TO_WRAP": "GPT2Block"}),
+    # both: the Trainer's fsdp=True against a launcher config saying FSDP1 / SHARDED / size-based wrapping
+    "fsdp2_vs_env": (2, {"fsdp": True}, {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "1",
+                                         "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT", "FSDP_AUTO_WRAP_POLICY": "SIZE_BASED_WRAP",
+                                         "FSDP_MIN_NUM_PARAMS": "100"}),
 }
-LABEL = {"single": "one process", "ddp": "DDP (MULTI_CPU), 2 ranks", "zero2": "ZeRO-2, 2 ranks",
-         "zero3": "ZeRO-3, 2 ranks", "zero3_gather": "ZeRO-3 + gather flag, 2 ranks",
-         "zero2_use_cpu": "`deepspeed=` + `use_cpu=True`, 2 ranks",
-         "fsdp1": "FSDP1, 2 ranks", "fsdp2": "FSDP2, 2 ranks", "fsdp2_use_cpu": "`fsdp=True` + `use_cpu=True`, 2 ranks", "fsdp2_sharded": "FSDP2 SHARDED, 2 ranks"}
+LABEL = {"single": "one process", "ddp": "DDP (`MULTI_CPU`)", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+         "zero3_gather": "ZeRO-3 + gather flag", "zero2_use_cpu": "ZeRO-2 + `use_cpu=True`",
+         "zero2_cpu_plain": "ZeRO-2 on a CPU-only host, no `use_cpu`",
+         "ds_env": "ZeRO-2 from launcher env (GA 2)", "ds_env_ga4": "ZeRO-2 from launcher env, GA 4 vs argument 2",
+         "fsdp1": "FSDP1", "fsdp2": "FSDP2", "fsdp2_use_cpu": "`fsdp=True` + `use_cpu=True`",
+         "fsdp2_sharded": "FSDP2 SHARDED", "fsdp_env": "FSDP2 from launcher env",
+         "fsdp2_vs_env": "`fsdp=True` vs launcher env FSDP1, SHARDED, size-based"}
 
 
 # --------------------------------------------------------------------------------------------- one rank
@@ -123,14 +140,15 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
     import warnings
 
     warnings.filterwarnings("ignore")
-    n, extra, _env = CASES[case]
+    n, extra, env = CASES[case]
     work = Path.cwd()
-    if "deepspeed" in extra:  # the DeepSpeed cases
+    if "deepspeed" in extra or env.get("ACCELERATE_USE_DEEPSPEED"):  # the DeepSpeed cases
         import importlib
 
         importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
-        _gpu_stand_in()
-    if extra.get("fsdp") and not extra.get("use_cpu"):
+        if not env.get("PROBE_NO_STAND_IN"):
+            _gpu_stand_in()
+    if (extra.get("fsdp") or env.get("ACCELERATE_USE_FSDP")) and not extra.get("use_cpu"):
         _fsdp_stand_in()
     import torch
     import transformers
@@ -306,9 +324,14 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
         return res
 
     tr._save_checkpoint = save_ckpt
-    res = tr.train()
-    out["train_calls"] = list(calls)
-    calls.clear()
+    try:
+        res = tr.train()
+    except Exception as e:  # a refused configuration: the row shows the error
+        out["train_error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:400]}"
+        return
+    finally:
+        out["train_calls"] = list(calls)
+        calls.clear()
     eng = tr.model_wrapped
     if tr.is_deepspeed_enabled:
         out["engine_gradient_accumulation_steps"] = eng.gradient_accumulation_steps()
@@ -398,7 +421,7 @@ def _files(names) -> str:
 
 def _calls(seq, skip=("step_begin", "_save_checkpoint", "prepare(DataLoader)")) -> str:
     return " → ".join(c.replace("GPT2LMHeadModel", "Model").replace("FSDPModel", "FSDPGPT2LMHeadModel")
-                      for c in seq if not c.startswith(skip))
+                      .split("(optimizer=")[0] for c in seq if not c.startswith(skip))
 
 
 def _loaders(seq) -> str:
@@ -416,13 +439,13 @@ def _plugin(a: dict) -> str:
     if "fsdp" in a:
         f = a["fsdp"]
         extra = f", `use_orig_params` {f['use_orig_params']}" if f["fsdp_version"] == 1 else ""
+        cls = f" ({', '.join(f['transformer_cls_names_to_wrap'])})" if f["transformer_cls_names_to_wrap"] else ""
         return (f"FSDP{f['fsdp_version']}, `reshard_after_forward` {f['reshard_after_forward']}, "
-                f"`{f['auto_wrap_policy']}`, `{f['state_dict_type']}`{extra}")
+                f"`{f['auto_wrap_policy']}`{cls}, `{f['state_dict_type']}`{extra}")
     if "deepspeed" in a:
         d = a["deepspeed"]
         return (f"ZeRO-{d['zero_stage']}: micro {d['train_micro_batch_size_per_gpu']}, GA "
-                f"{d['gradient_accumulation_steps']}, `train_batch_size` {d['train_batch_size']}, "
-                f"`gradient_clipping` {d['gradient_clipping']}")
+                f"{d['gradient_accumulation_steps']}, `train_batch_size` {d['train_batch_size']}")
     return "none"
 
 
@@ -435,11 +458,11 @@ def _grouped(header: list, rows: list) -> str:
 
 
 def render(data: dict) -> dict:
-    heads = {"accel": ["| Case | `distributed_type` | Plugin as built (filled values) | GA: `accelerator` / `args` / "
+    heads = {"accel": ["| Case | `distributed_type`, processes | Plugin as built (filled values) | GA: `accelerator` / `args` / "
                        "engine |", "| --- | --- | --- | --- |"],
              "wrap": ["| Case | Calls inside `train()` in order (after the dataloader's `prepare`) | `trainer.model` | "
-                      "`trainer.model_wrapped` | `trainer.optimizer` (inner) | callbacks' `model` | "
-                      "`unwrap_model(model_wrapped)` |", "| --- | --- | --- | --- | --- | --- | --- |"],
+                      "`trainer.model_wrapped` | `trainer.optimizer` (inner) | `unwrap_model(model_wrapped)` |",
+                     "| --- | --- | --- | --- | --- | --- |"],
              "save": ["| Case | `checkpoint-1`: rank 0 writes | rank 1 writes | `trainer.save_model(dir)`: rank 0 "
                       "writes | rank 1 |", "| --- | --- | --- | --- | --- |"],
              "resume": ["| Case | `train(resume_from_checkpoint=...)`: loaders in order | loss at step 2: "
@@ -448,13 +471,20 @@ def render(data: dict) -> dict:
     for case in [c for c in CASES if c in data]:
         r0, r1 = data[case]["rank0"], data[case].get("rank1")
         lab = LABEL[case]
-        a, b, at = r0["accelerator"], r0["begin"], r0["after_train"]
+        a, b, at = r0["accelerator"], r0.get("begin"), r0.get("after_train")
         eng = r0.get("engine_gradient_accumulation_steps")
-        rows["accel"].append((lab, f"`{a['distributed_type']}` | {_plugin(a)} | "
+        procs = f"{a['num_processes']} process" + ("es" if a["num_processes"] > 1 else "")
+        rows["accel"].append((lab, f"`{a['distributed_type']}`, {procs} | {_plugin(a)} | "
                                    f"{a['accelerator.gradient_accumulation_steps']} / "
                                    f"{a['args.gradient_accumulation_steps']} / {eng if eng is not None else '-'}"))
+        if "train_error" in r0:  # refused at train(): no model, files or resume to show
+            err = r0["train_error"]
+            kind, detail = err.split(": ", 1)
+            detail = detail[detail.find("- ds"):].split(" The easiest")[0] if "- ds" in detail else detail[:140]
+            rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} → raises `{kind}` \"`{detail}`\" | - | - | - | -"))
+            continue
         rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} | `{at['model']}` | `{at['model_wrapped']}` | "
-                                  f"`{b['optimizer']}` (`{b['inner_optimizer']}`) | `{b['callback_model']}` | "
+                                  f"`{b['optimizer']}` (`{b['inner_optimizer']}`) | "
                                   f"`{at['unwrap_model']}`"))
         rows["save"].append((lab, f"{_files(r0['checkpoint_writes']['checkpoint-1'])} | "
                                   f"{'-' if r1 is None else _files(r1['checkpoint_writes']['checkpoint-1'])} | "

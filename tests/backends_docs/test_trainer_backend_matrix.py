@@ -32,13 +32,17 @@ def test_every_case_ran_on_every_rank(data):
         assert len(ranks) == gen.CASES[case][0], case
         for r, got in ranks.items():
             assert "error" not in got and "resume_error" not in got, (case, r, got.get("error"))
+            assert ("train_error" in got) == (case in ("ds_env_ga4", "zero2_cpu_plain")), (case, r)
 
 
 def test_ranks_agree_on_everything_but_the_files_they_write(data):
-    same = ("accelerator", "begin", "after_train", "train_calls", "resume_calls", "losses", "resume_losses")
+    same = ("accelerator", "begin", "after_train", "train_calls", "resume_calls", "losses", "resume_losses",
+            "train_error")
     for case, ranks in data.items():
         if "rank1" in ranks:
             for key in same:
+                if key not in ranks["rank0"] and key not in ranks["rank1"]:
+                    continue
                 a, b = ranks["rank0"][key], ranks["rank1"][key]
                 if key == "accelerator":  # should_save is the one per-rank field
                     a, b = {**a, "should_save": None}, {**b, "should_save": None}
@@ -47,10 +51,26 @@ def test_ranks_agree_on_everything_but_the_files_they_write(data):
 
 def test_mechanism_facts(data):
     r = {c: v["rank0"] for c, v in data.items()}
+    # the launcher's GA reaches a DeepSpeed plugin built from the environment, and the Trainer refuses it
+    assert r["ds_env_ga4"]["accelerator"]["deepspeed"]["gradient_accumulation_steps"] == 4
+    assert "- ds gradient_accumulation_steps=4 vs hf gradient_accumulation_steps=2" in r["ds_env_ga4"]["train_error"]
+    # fsdp=True: the Trainer's version, state-dict type and wrapping beat the launcher's FSDP_* variables
+    f = r["fsdp2_vs_env"]["accelerator"]["fsdp"]
+    assert (f["fsdp_version"], f["state_dict_type"], f["auto_wrap_policy"]) == (2, "FULL_STATE_DICT",
+                                                                               "transformer_auto_wrap_policy")
+    # without fsdp=, Accelerate's own FSDP2 default SHARDED_STATE_DICT applies: save_model writes nothing
+    assert r["fsdp_env"]["accelerator"]["fsdp"]["state_dict_type"] == "SHARDED_STATE_DICT"
+    assert r["fsdp_env"]["save_model_writes"] == []
+    # a CPU-only host without use_cpu: the Trainer sees 1 process and DeepSpeed's batch check fails
+    plain = r["zero2_cpu_plain"]
+    assert (plain["accelerator"]["num_processes"], plain["accelerator"]["deepspeed"]["train_batch_size"]) == (1, 2)
+    assert "Check batch related parameters" in plain["train_error"]
+    del r["ds_env_ga4"], r["zero2_cpu_plain"]
     for case, got in r.items():
         a = got["accelerator"]
         assert (a["accelerator.gradient_accumulation_steps"], a["args.gradient_accumulation_steps"]) == (1, 2), case
         assert a["optimizer_at_init"] == "NoneType", case
+        assert got["begin"]["callback_model"] == got["after_train"]["model"], case  # callbacks get trainer.model
         assert dict(got["losses"])[2] == dict(got["resume_losses"])[2], case
     # use_cpu drops FSDP (plain DDP) but keeps DeepSpeed
     assert r["fsdp2_use_cpu"]["accelerator"]["distributed_type"] == "MULTI_CPU"
@@ -68,7 +88,7 @@ def test_mechanism_facts(data):
     assert writes.count("global_step1/zero_pp_rank_0_mp_rank_00_model_states.pt") == 1
     # non-writer ranks write only their RNG file and their own shards
     for case, ranks in data.items():
-        if "rank1" in ranks:
+        if "rank1" in ranks and "train_error" not in ranks["rank1"]:
             for f in ranks["rank1"]["checkpoint_writes"]["checkpoint-1"]:
                 assert f == "rng_state_1.pth" or "1_" in f.rsplit("/", 1)[-1], (case, f)
 
