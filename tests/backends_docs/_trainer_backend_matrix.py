@@ -63,6 +63,9 @@ CASES = {
     "fsdp2_use_cpu": (2, {"use_cpu": True, "fsdp": True}, {}),
     "fsdp2_sharded": (2, {"fsdp": True, "fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}},
                       {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}),
+    # resumed with the other state_dict_type (RESUME_WITH)
+    "fsdp2_sharded_to_full": (2, {"fsdp": True, "fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}}, {}),
+    "fsdp2_full_to_sharded": (2, {"fsdp": True}, {}),
     # the same route for FSDP
     "fsdp_env": (2, {}, {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
                          "FSDP_TRANSFORMER_CLS_TO_WRAP": "GPT2Block"}),
@@ -71,12 +74,16 @@ CASES = {
                                          "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT", "FSDP_AUTO_WRAP_POLICY": "SIZE_BASED_WRAP",
                                          "FSDP_MIN_NUM_PARAMS": "100"}),
 }
+# case -> TrainingArguments of the resuming Trainer that differ from the saving one
+RESUME_WITH = {"fsdp2_sharded_to_full": {"fsdp_config": {"state_dict_type": "FULL_STATE_DICT"}},
+               "fsdp2_full_to_sharded": {"fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}}}
 LABEL = {"single": "one process", "ddp": "DDP (`MULTI_CPU`)", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
          "zero3_gather": "ZeRO-3 + gather flag", "zero2_use_cpu": "ZeRO-2 + `use_cpu=True`",
          "zero2_cpu_plain": "ZeRO-2 on a CPU-only host, no `use_cpu`",
          "ds_env": "ZeRO-2 from launcher env (GA 2)", "ds_env_ga4": "ZeRO-2 from launcher env, GA 4 vs argument 2",
          "fsdp1": "FSDP1", "fsdp2": "FSDP2", "fsdp2_use_cpu": "`fsdp=True` + `use_cpu=True`",
-         "fsdp2_sharded": "FSDP2 SHARDED", "fsdp_env": "FSDP2 from launcher env",
+         "fsdp2_sharded": "FSDP2 SHARDED", "fsdp2_sharded_to_full": "FSDP2 saved SHARDED, resumed FULL",
+         "fsdp2_full_to_sharded": "FSDP2 saved FULL, resumed SHARDED", "fsdp_env": "FSDP2 from launcher env",
          "fsdp2_vs_env": "`fsdp=True` vs launcher env FSDP1, SHARDED, size-based"}
 
 
@@ -249,7 +256,7 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
     def make_trainer(out_dir, **more):
         args = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=1, gradient_accumulation_steps=2,
                                  max_steps=2, save_steps=1, logging_steps=1, report_to=[], seed=0,
-                                 learning_rate=1e-2, disable_tqdm=True, **extra, **more)
+                                 learning_rate=1e-2, disable_tqdm=True, **{**extra, **more})
         torch.manual_seed(0)
         model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=32, n_positions=16))
         tr = Trainer(model=model, args=args, train_dataset=Data())
@@ -354,7 +361,7 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
         out["listing"] = {"checkpoint-1": listing(os.path.join(out_dir, "checkpoint-1")), "final": listing(final)}
 
     # resume from checkpoint-1 in a second Trainer
-    tr2, _ = make_trainer(str(work / "out2"), save_strategy="no")
+    tr2, _ = make_trainer(str(work / "out2"), save_strategy="no", **RESUME_WITH.get(case, {}))
     real_lfc, real_los, real_rng = tr2._load_from_checkpoint, tr2._load_optimizer_and_scheduler, tr2._load_rng_state
 
     def lfc(path, model=None):
@@ -373,8 +380,11 @@ def _rank_body(case: str, rank: int, out: dict) -> None:  # noqa: C901
     try:
         tr2.train(resume_from_checkpoint=os.path.join(out_dir, "checkpoint-1"))
         out["resume_losses"] = [[h["step"], round(h["loss"], 5)] for h in tr2.state.log_history if "loss" in h]
-    except Exception as e:
-        out["resume_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    except BaseException as e:  # torch.distributed.checkpoint's CheckpointException is a BaseException
+        text = str(e).replace(str(work), "<run>")
+        if type(e).__name__ == "CheckpointException":  # one traceback per rank: keep the last line of the first
+            text = [ln for ln in text.splitlines() if ln.strip()][-1].strip()
+        out["resume_error"] = f"{type(e).__name__}: {' '.join(text.split())[:300]}"
     out["resume_calls"] = list(calls)
     out["versions"] = {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]}
 
@@ -474,24 +484,32 @@ def render(data: dict) -> dict:
         a, b, at = r0["accelerator"], r0.get("begin"), r0.get("after_train")
         eng = r0.get("engine_gradient_accumulation_steps")
         procs = f"{a['num_processes']} process" + ("es" if a["num_processes"] > 1 else "")
-        rows["accel"].append((lab, f"`{a['distributed_type']}`, {procs} | {_plugin(a)} | "
-                                   f"{a['accelerator.gradient_accumulation_steps']} / "
-                                   f"{a['args.gradient_accumulation_steps']} / {eng if eng is not None else '-'}"))
+        resumed_other = case in RESUME_WITH  # its first run is a row above: only its resume row is shown
+        if not resumed_other:
+            rows["accel"].append((lab, f"`{a['distributed_type']}`, {procs} | {_plugin(a)} | "
+                                       f"{a['accelerator.gradient_accumulation_steps']} / "
+                                       f"{a['args.gradient_accumulation_steps']} / {eng if eng is not None else '-'}"))
         if "train_error" in r0:  # refused at train(): no model, files or resume to show
             err = r0["train_error"]
             kind, detail = err.split(": ", 1)
             detail = detail[detail.find("- ds"):].split(" The easiest")[0] if "- ds" in detail else detail[:140]
             rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} → raises `{kind}` \"`{detail}`\" | - | - | - | -"))
             continue
-        rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} | `{at['model']}` | `{at['model_wrapped']}` | "
-                                  f"`{b['optimizer']}` (`{b['inner_optimizer']}`) | "
-                                  f"`{at['unwrap_model']}`"))
-        rows["save"].append((lab, f"{_files(r0['checkpoint_writes']['checkpoint-1'])} | "
-                                  f"{'-' if r1 is None else _files(r1['checkpoint_writes']['checkpoint-1'])} | "
-                                  f"{_files(r0['save_model_writes'])} | "
-                                  f"{'-' if r1 is None else _files(r1['save_model_writes'])}"))
+        if not resumed_other:
+            rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} | `{at['model']}` | `{at['model_wrapped']}` | "
+                                      f"`{b['optimizer']}` (`{b['inner_optimizer']}`) | `{at['unwrap_model']}`"))
+            rows["save"].append((lab, f"{_files(r0['checkpoint_writes']['checkpoint-1'])} | "
+                                      f"{'-' if r1 is None else _files(r1['checkpoint_writes']['checkpoint-1'])} | "
+                                      f"{_files(r0['save_model_writes'])} | "
+                                      f"{'-' if r1 is None else _files(r1['save_model_writes'])}"))
         first = dict(r0["losses"]).get(2)
         again = dict(r0.get("resume_losses", [])).get(2)
+        if "resume_error" in r0:
+            kind, detail = r0["resume_error"].split(": ", 1)
+            detail = detail.split("; rank local")[0].replace("<run>/out/", "")
+            rows["resume"].append((lab, f"{_loaders(r0['resume_calls'])} → raises `{kind}` \"{detail[:160]}\" "
+                                        f"| {first} / -"))
+            continue
         rows["resume"].append((lab, f"{_loaders(r0['resume_calls'])} | {first} / {again}"))
     return {f"trainer-backends-{k}": _grouped(heads[k], rows[k]) for k in heads}
 

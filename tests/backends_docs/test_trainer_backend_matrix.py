@@ -31,7 +31,8 @@ def test_every_case_ran_on_every_rank(data):
     for case, ranks in data.items():
         assert len(ranks) == gen.CASES[case][0], case
         for r, got in ranks.items():
-            assert "error" not in got and "resume_error" not in got, (case, r, got.get("error"))
+            assert "error" not in got, (case, r, got.get("error"))
+            assert ("resume_error" in got) == (case in gen.RESUME_WITH), (case, r)
             assert ("train_error" in got) == (case in ("ds_env_ga4", "zero2_cpu_plain")), (case, r)
 
 
@@ -65,7 +66,14 @@ def test_mechanism_facts(data):
     plain = r["zero2_cpu_plain"]
     assert (plain["accelerator"]["num_processes"], plain["accelerator"]["deepspeed"]["train_batch_size"]) == (1, 2)
     assert "Check batch related parameters" in plain["train_error"]
-    del r["ds_env_ga4"], r["zero2_cpu_plain"]
+    # resuming with the other state_dict_type: FULL looks for the consolidated file on rank 0, SHARDED for DCP metadata
+    assert r["fsdp2_sharded_to_full"]["resume_error"].startswith("FileNotFoundError")
+    assert r["fsdp2_sharded_to_full"]["resume_error"].endswith("checkpoint-1/pytorch_model_fsdp.bin'")
+    for case, base in (("fsdp2_sharded_to_full", "fsdp2_sharded"), ("fsdp2_full_to_sharded", "fsdp2")):
+        assert r[case]["checkpoint_writes"] == r[base]["checkpoint_writes"], case  # the page shows only the base
+    for got in data["fsdp2_full_to_sharded"].values():
+        assert got["resume_error"].startswith("CheckpointException: AssertionError: metadata is None")
+    del r["ds_env_ga4"], r["zero2_cpu_plain"], r["fsdp2_sharded_to_full"], r["fsdp2_full_to_sharded"]
     for case, got in r.items():
         a = got["accelerator"]
         assert (a["accelerator.gradient_accumulation_steps"], a["args.gradient_accumulation_steps"]) == (1, 2), case
