@@ -66,6 +66,9 @@ CASES = {
     # resumed with the other state_dict_type (RESUME_WITH)
     "fsdp2_sharded_to_full": (2, {"fsdp": True, "fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}}, {}),
     "fsdp2_full_to_sharded": (2, {"fsdp": True}, {}),
+    # weights-only checkpoints (save_only_model=True) resumed
+    "zero2_save_only": (2, {"save_only_model": True, "deepspeed": {**DS_BASE, "zero_optimization": {"stage": 2}}}, {}),
+    "fsdp2_save_only": (2, {"save_only_model": True, "fsdp": True}, {}),
     # the same route for FSDP
     "fsdp_env": (2, {}, {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
                          "FSDP_TRANSFORMER_CLS_TO_WRAP": "GPT2Block"}),
@@ -77,13 +80,15 @@ CASES = {
 # case -> TrainingArguments of the resuming Trainer that differ from the saving one
 RESUME_WITH = {"fsdp2_sharded_to_full": {"fsdp_config": {"state_dict_type": "FULL_STATE_DICT"}},
                "fsdp2_full_to_sharded": {"fsdp_config": {"state_dict_type": "SHARDED_STATE_DICT"}}}
+SAVE_ONLY = {"zero2_save_only": "zero2", "fsdp2_save_only": "fsdp2"}  # case -> the case it equals until saving
 LABEL = {"single": "one process", "ddp": "DDP (`MULTI_CPU`)", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
          "zero3_gather": "ZeRO-3 + gather flag", "zero2_use_cpu": "ZeRO-2 + `use_cpu=True`",
          "zero2_cpu_plain": "ZeRO-2 on a CPU-only host, no `use_cpu`",
          "ds_env": "ZeRO-2 from launcher env (GA 2)", "ds_env_ga4": "ZeRO-2 from launcher env, GA 4 vs argument 2",
          "fsdp1": "FSDP1", "fsdp2": "FSDP2", "fsdp2_use_cpu": "`fsdp=True` + `use_cpu=True`",
          "fsdp2_sharded": "FSDP2 SHARDED", "fsdp2_sharded_to_full": "FSDP2 saved SHARDED, resumed FULL",
-         "fsdp2_full_to_sharded": "FSDP2 saved FULL, resumed SHARDED", "fsdp_env": "FSDP2 from launcher env",
+         "fsdp2_full_to_sharded": "FSDP2 saved FULL, resumed SHARDED",
+         "zero2_save_only": "ZeRO-2 + `save_only_model=True`", "fsdp2_save_only": "FSDP2 + `save_only_model=True`", "fsdp_env": "FSDP2 from launcher env",
          "fsdp2_vs_env": "`fsdp=True` vs launcher env FSDP1, SHARDED, size-based"}
 
 
@@ -485,7 +490,8 @@ def render(data: dict) -> dict:
         eng = r0.get("engine_gradient_accumulation_steps")
         procs = f"{a['num_processes']} process" + ("es" if a["num_processes"] > 1 else "")
         resumed_other = case in RESUME_WITH  # its first run is a row above: only its resume row is shown
-        if not resumed_other:
+        same_start = resumed_other or case in SAVE_ONLY  # Accelerator and prepare as a row above
+        if not same_start:
             rows["accel"].append((lab, f"`{a['distributed_type']}`, {procs} | {_plugin(a)} | "
                                        f"{a['accelerator.gradient_accumulation_steps']} / "
                                        f"{a['args.gradient_accumulation_steps']} / {eng if eng is not None else '-'}"))
@@ -495,9 +501,10 @@ def render(data: dict) -> dict:
             detail = detail[detail.find("- ds"):].split(" The easiest")[0] if "- ds" in detail else detail[:140]
             rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} → raises `{kind}` \"`{detail}`\" | - | - | - | -"))
             continue
-        if not resumed_other:
+        if not same_start:
             rows["wrap"].append((lab, f"{_calls(r0['train_calls'])} | `{at['model']}` | `{at['model_wrapped']}` | "
                                       f"`{b['optimizer']}` (`{b['inner_optimizer']}`) | `{at['unwrap_model']}`"))
+        if not resumed_other:
             rows["save"].append((lab, f"{_files(r0['checkpoint_writes']['checkpoint-1'])} | "
                                       f"{'-' if r1 is None else _files(r1['checkpoint_writes']['checkpoint-1'])} | "
                                       f"{_files(r0['save_model_writes'])} | "
