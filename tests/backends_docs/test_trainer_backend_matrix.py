@@ -66,6 +66,8 @@ def test_mechanism_facts(data):
     plain = r["zero2_cpu_plain"]
     assert (plain["accelerator"]["num_processes"], plain["accelerator"]["deepspeed"]["train_batch_size"]) == (1, 2)
     assert "Check batch related parameters" in plain["train_error"]
+    assert data["zero2_cpu_plain"]["rank1"]["accelerator"]["should_save"] is True  # rank 1 acts as rank 0 too
+    assert data["ddp"]["rank1"]["accelerator"]["should_save"] is False
     # resuming with the other state_dict_type: FULL looks for the consolidated file on rank 0, SHARDED for DCP metadata
     assert r["fsdp2_sharded_to_full"]["resume_error"].startswith("FileNotFoundError")
     assert r["fsdp2_sharded_to_full"]["resume_error"].endswith("checkpoint-1/pytorch_model_fsdp.bin'")
