@@ -121,5 +121,8 @@ def test_live_one_process_case_reproduces_the_capture(data):
         live = gen.gb.load_json(Path(d) / "rank0.json")
     kept = data["single"]["rank0"]
     for key in ("accelerator", "begin", "after_train", "train_calls", "resume_calls", "checkpoint_writes",
-                "save_model_writes", "listing", "losses", "resume_losses"):
+                "save_model_writes", "listing"):
         assert live.get(key) == kept[key], key
+    # float results can differ in the last digits across CPUs: the fact is resumed == uninterrupted
+    assert dict(live["losses"])[2] == dict(live["resume_losses"])[2]
+    assert abs(dict(live["losses"])[2] - dict(kept["losses"])[2]) < 1e-3
