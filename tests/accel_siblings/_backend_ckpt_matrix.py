@@ -34,7 +34,8 @@ PROBE = HERE / "_backend_ckpt_probe.py"
 _REFS = ROOT / "sub-skills" / "checkpointing-and-tracking" / "references"
 PAGE = {name: _REFS / ("backend-exports.md" if name in ("backend ckpt exports", "backend ckpt cross") else
                        "backend-checkpoints.md")
-        for name in ("backend ckpt files", "backend ckpt restore", "backend ckpt world1", "backend ckpt naming",
+        for name in ("backend ckpt optfirst", "backend ckpt files", "backend ckpt restore", "backend ckpt world1",
+                     "backend ckpt naming",
                      "backend ckpt exports", "backend ckpt cross")}
 EXT = ROOT / ".torch_extensions_backend_ckpt"   # private: a stale lock in a shared cache hangs deepspeed
 
@@ -70,7 +71,7 @@ def _env(rank: int, world: int, port: int, launcher: bool) -> dict:
 
 def run(mode: str, backend: str, work: Path, timeout: int = 240) -> dict:
     """One mode of one backend; {"rank<r>": that rank's JSON or {"crash": stderr tail}}."""
-    world = 1 if mode.startswith("load1") else BACKENDS[backend][0]
+    world = 1 if mode.startswith("load1") else BACKENDS[backend.removesuffix("_optfirst")][0]
     # `single` and DDP reloaded at world size 1 run as `python train.py` (no launcher variables), the
     # others keep a world-1 launcher environment (FSDP and DeepSpeed need a process group)
     launcher = backend != "single" and not (mode.startswith("load1") and backend == "ddp")
@@ -95,11 +96,12 @@ def collect(backends=tuple(BACKENDS)) -> dict:
                 if o != b:
                     got = run(f"cross:{o}", b, work, timeout=120)
                     for rk, v in got.items():
-                        data["load"][b].setdefault(rk, {}).setdefault("cross", {})[o] = \
-                            v.get("cross", {}).get(o, "process died: " + (v.get("crash") or v.get("fatal") or "?")[-160:])
+                        died = "process died: " + (v.get("crash") or v.get("fatal") or "?")[-160:]
+                        data["load"][b].setdefault(rk, {}).setdefault("cross", {})[o] = v.get("cross", {}).get(o, died)
         data["load1"] = {b: run("load1", b, work) for b in backends if b != "single"}
         data["load1_noopt"] = {b: run("load1_noopt", b, work) for b in backends if b.startswith("zero")}
-        if "fsdp1_sharded" in backends:
+        if "fsdp1_sharded" in backends:   # FSDP1 with the optimizer built before prepare (one prepare call)
+            data["optfirst"] = {"fsdp1_sharded": run("save", "fsdp1_sharded_optfirst", work)}
             data["load_init"] = {"fsdp1_sharded": run("load_init", "fsdp1_sharded", work)}
     return data
 
@@ -220,7 +222,8 @@ def render_exports(data: dict) -> str:
         files = ", ".join(f"`{f}`" for f in r0.get("export_files", [])) or _short(r0.get("save_model", ""), 80)
         keys = ", ".join(f"`{k}`" for k in r0.get("export_keys", {})) or "-"
         g1 = _sd(r1.get("get_state_dict")) if world > 1 else "-"
-        lines.append(f"| {SHORT[b]} | {params} | {_sd(r0.get('get_state_dict'))} | {g1} | {files} ({writers}) | {keys} |")
+        g0 = _sd(r0.get('get_state_dict'))
+        lines.append(f"| {SHORT[b]} | {params} | {g0} | {g1} | {files} ({writers}) | {keys} |")
     return "\n".join(lines) + "\n"
 
 
@@ -271,8 +274,18 @@ def render_cross(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_optfirst(data: dict) -> str:
+    r = _r(data, "optfirst", "fsdp1_sharded")
+    moved = "changed" if r.get("weights_after_1_step") != r.get("weights_initial") else "**did not change**"
+    return ("| FSDP1, one `prepare(model, optimizer, ...)` call | weights after one training step | "
+            "first `save_state` |\n"
+            "| --- | --- | --- |\n"
+            f"| optimizer built before `prepare` | {moved} | {_short(r.get('fatal', 'ok'), 60)} |\n")
+
+
 def render(data: dict) -> dict:
-    return {"backend ckpt files": render_files(data), "backend ckpt restore": render_restore(data),
+    return {"backend ckpt optfirst": render_optfirst(data), "backend ckpt files": render_files(data),
+            "backend ckpt restore": render_restore(data),
             "backend ckpt world1": render_world1(data), "backend ckpt exports": render_exports(data),
             "backend ckpt naming": render_naming(data), "backend ckpt cross": render_cross(data)}
 

@@ -157,9 +157,11 @@ def build(backend: str, seed: int):
                 # FULL_STATE_DICT with offload_to_cpu=True on a CPU module keeps views of the flat parameter,
                 # freed after the gather ("setStorage ... storage of size 0"); on a GPU the offload copies.
                 # The CPU run gathers without the offload (the tensors land on CPU either way)
+                # (save_fsdp_model sets offload_to_cpu=True itself at 2 ranks, so the attribute is pinned)
                 from torch.distributed.fsdp import FullOptimStateDictConfig, FullStateDictConfig
                 for cls in (FullStateDictConfig, FullOptimStateDictConfig):
-                    cls.__init__ = lambda self, *a, _r=cls.__init__, **k: _r(self, *a, **{**k, "offload_to_cpu": False})
+                    cls.__setattr__ = lambda self, k, v: object.__setattr__(
+                        self, k, False if k == "offload_to_cpu" else v)
             plugin = FullyShardedDataParallelPlugin(fsdp_version=ver, state_dict_type=sdt)
             # both singletons: a later AcceleratorState() copies PartialState's fields back over its own
             AcceleratorState._shared_state["distributed_type"] = DistributedType.FSDP
@@ -262,6 +264,7 @@ def do_save():
     RES["setup"] = {"distributed_type": str(acc.distributed_type).split(".")[-1], "num_processes": acc.num_processes,
                     "model_type": type(model).__name__, "opt_type": type(opt.optimizer).__name__,
                     "sched_type": type(sched).__name__}
+    RES["weights_initial"] = fingerprint(acc, model)
     dump()
     # output_dir with automatic naming: ignored
     ignored = ROOT / BACKEND / "my_dir"
@@ -271,6 +274,8 @@ def do_save():
         batch = next(it)
         RES.setdefault("batches", []).append(batch.tolist())
         step(acc, model, opt, sched, batch.to(acc.device))
+        if i == 0:
+            RES["weights_after_1_step"] = fingerprint(acc, model)
         counter.n += 1
         WRITES.clear()
         acc.save_state(str(ignored) if i == 0 else None)

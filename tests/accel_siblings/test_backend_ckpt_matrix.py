@@ -32,7 +32,7 @@ def test_capture_covers_every_backend_and_rank(data):
         assert set(data["save"][b]) == {f"rank{r}" for r in range(world)}, b
         assert set(data["load"][b]) == {f"rank{r}" for r in range(world)}, b
     assert set(data["load1"]) == set(gen.BACKENDS) - {"single"}
-    assert set(data["load1_noopt"]) == {"zero2", "zero3"}
+    assert set(data["load1_noopt"]) == {"zero2", "zero3"} and set(data["optfirst"]) == {"fsdp1_sharded"}
     for b in gen.BACKENDS:   # every other backend's folder was tried by every loader
         assert set(data["load"][b]["rank0"]["cross"]) == set(gen.BACKENDS) - {b}, b
 
@@ -43,8 +43,8 @@ def _cont(data, mode, b):
 
 def test_key_rows(data):
     """The captured runs the page's rules (and the ledger claims) rest on."""
-    saved = {b: _cont(data, "save", b) for b in gen.BACKENDS if b != "fsdp1_full"}
-    for b in ("ddp", "single", "zero2", "zero3", "fsdp2"):   # full restore at the same world size
+    saved = {b: _cont(data, "save", b) for b in gen.BACKENDS}
+    for b in ("ddp", "single", "zero2", "zero3", "fsdp1_full", "fsdp2"):   # full restore at the same world size
         got = _cont(data, "load", b)
         assert got["weights_after_fixed_step"] == saved[b]["weights_after_fixed_step"], b
         assert got["rand"] == saved[b]["rand"] and got["lr"] == saved[b]["lr"], b
@@ -59,11 +59,14 @@ def test_key_rows(data):
     assert fixed["opt_local"] == saved["fsdp1_sharded"]["opt_local"]
     assert fixed["weights_after_fixed_step"] == saved["fsdp1_sharded"]["weights_after_fixed_step"]
     # 2 -> 1 ranks
-    assert _cont(data, "load1", "fsdp2")["weights_after_fixed_step"] == saved["fsdp2"]["weights_after_fixed_step"]
-    assert _cont(data, "load1", "ddp")["weights_after_fixed_step"] == saved["ddp"]["weights_after_fixed_step"]
+    for b in ("ddp", "fsdp1_full", "fsdp2"):
+        assert _cont(data, "load1", b)["weights_after_fixed_step"] == saved[b]["weights_after_fixed_step"], b
+    # FSDP1 with the optimizer built before one prepare call: no training, save_state raises
+    of = data["optfirst"]["fsdp1_sharded"]["rank0"]
+    assert of["weights_after_1_step"] == of["weights_initial"] and of["fatal"].startswith("KeyError")
     for b in ("zero2", "zero3"):
-        assert data["load1"][b]["rank0"]["load"].startswith(
-            "ZeRORuntimeException: The checkpoint being loaded used a DP world size of 2 but the current world size is 1"), b
+        assert data["load1"][b]["rank0"]["load"].startswith("ZeRORuntimeException: The checkpoint being loaded used a "
+                                                            "DP world size of 2 but the current world size is 1"), b
     for b in ("zero2", "zero3"):   # weights alone at another world size
         got = _cont(data, "load1_noopt", b)
         assert data["load1_noopt"][b]["rank0"]["load"] == "ok" and got["weights"] == saved[b]["weights"], b
