@@ -92,7 +92,7 @@ def collect(backends=tuple(BACKENDS)) -> dict:
         data = {"save": {b: run("save", b, work) for b in backends}}
         data["load"] = {b: run("load", b, work) for b in backends}
         for b in (x for x in backends if x.startswith("fsdp")):   # a failed FSDP cross-load may kill the group
-            for o in BACKENDS:
+            for o in (*BACKENDS, "parent"):
                 if o != b:
                     got = run(f"cross:{o}", b, work, timeout=120)
                     for rk, v in got.items():
@@ -265,11 +265,12 @@ def _cross_cell(v) -> str:
 
 def render_cross(data: dict) -> str:
     names = list(BACKENDS)
-    lines = ["| Loaded by ↓ / saved by → | " + " | ".join(SHORT[n] for n in names) + " |",
-             "| --- | " + " | ".join("---" for _ in names) + " |"]
+    lines = ["| Loaded by ↓ / saved by → | " + " | ".join(SHORT[n] for n in names)
+             + " | own `checkpoints/` (parent) |",
+             "| --- | " + " | ".join("---" for _ in names) + " | --- |"]
     for b in names:
         cross = _r(data, "load", b).get("cross", {})
-        cells = ["(own)" if o == b else _cross_cell(cross.get(o)) for o in names]
+        cells = ["(own)" if o == b else _cross_cell(cross.get(o)) for o in (*names, "parent")]
         lines.append(f"| {SHORT[b]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -365,13 +365,14 @@ def do_load():
     # every other backend's folder, loaded into this backend's prepared objects (FSDP: one process each)
     RES["cross"] = {}
     if not BACKEND.startswith("fsdp"):
-        for other in BACKENDS:
+        for other in (*BACKENDS, "parent"):
             if other != BACKEND and not _cross(acc, other):
                 break
 
 
 def _cross(acc, other: str) -> bool:
-    folder = ROOT / other / "checkpoints" / "checkpoint_2"
+    # "parent": the run's own checkpoints/ folder instead of a checkpoint_<n> inside it
+    folder = ROOT / BACKEND / "checkpoints" if other == "parent" else ROOT / other / "checkpoints" / "checkpoint_2"
     try:
         acc.load_state(str(folder))
         RES["cross"][other] = "no exception"
