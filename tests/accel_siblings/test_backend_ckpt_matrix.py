@@ -86,6 +86,7 @@ def test_key_rows(data):
         assert s["checkpoints_after_each_save"][-1] == ["checkpoint_1", "checkpoint_2"] and not s["my_dir_created"]
         assert (s["save_iteration"], l["save_iteration"]) == (3, 0)
         assert l["checkpoints_after_save"] == ["checkpoint_0", "checkpoint_2"]
+    assert {data["save"][b]["rank0"]["step_attr"] for b in gen.BACKENDS} == {0}   # no accumulate(): no step
     # exports: which rank holds the full dict
     assert data["save"]["zero3"]["rank1"]["get_state_dict"] == "None"
     assert data["save"]["fsdp2"]["rank1"]["get_state_dict"] == "{}"
