@@ -190,6 +190,12 @@ def test_flags_belong_to_their_command(repo_root, doc_facts, oracle):
     every = {o for c in cmds.values() for o in c["options"]}
     scripts = {p.name: script_options(p) for s in SKILLS
                for p in (repo_root / "sub-skills" / s / "examples").glob("*.py")}
+    # the bundle's own table generators (a Provenance line shows their rerun): options of the
+    # generator plus those tests/_generated_blocks.cli parses for it (--check)
+    shared = script_options(repo_root / "tests" / "_generated_blocks.py")
+    for gen in (repo_root / "tests").glob("*/_*.py"):
+        if "gb.cli(" in gen.read_text():
+            scripts[gen.name] = script_options(gen) | shared
     ds_zero = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0]) / "utils" / "zero_to_fp32.py"
     scripts["zero_to_fp32.py"] = script_options(ds_zero)
     # the `deepspeed` launcher, named by its file where a doc shows the flags accelerate hands it
