@@ -131,6 +131,34 @@ def probe(quick: bool = False) -> dict:  # noqa: C901 (one linear scenario list)
     out["trainer_state_json"] = {k: (rel(v) if isinstance(v, str) else v) for k, v in state_json.items()}
 
     job("sparse", root / "sparse", [1, 2, 5, 3], save_steps=2, load_best_model_at_end=True, save_total_limit=1)
+
+    # A model sharded at load time (`is_distributed_loading_by_transformers`, set by from_pretrained with a
+    # DistributedConfig / tp_plan; set on the class here, one process): Trainer.__init__'s refusal per setting,
+    # the files a save_only_model checkpoint holds, and a resume from it (transformers-trainer-sharded-load.md).
+    class Sharded(M):
+        is_distributed_loading_by_transformers = True
+
+    sh: dict = {}
+    for label, kw in (("default (save_strategy='steps', save_only_model=False)", {}),
+                      ("save_only_model=True", {"save_only_model": True}),
+                      ("save_strategy='no'", {"save_strategy": "no"}),
+                      ("save_strategy='epoch'", {"save_strategy": "epoch"})):
+        try:
+            Trainer(model=Sharded(), args=TrainingArguments(str(root / "sh_err"), report_to=[], use_cpu=True, **kw),
+                    train_dataset=ds)
+            sh[label] = "accepted"
+        except Exception as e:  # noqa: BLE001 (recorded)
+            sh[label] = f"{type(e).__name__}: " + " ".join(str(e).split())
+    sargs = dict(report_to=[], use_cpu=True, save_only_model=True, max_steps=2, save_steps=1,
+                 per_device_train_batch_size=2, disable_tqdm=True)
+    Trainer(model=Sharded(), args=TrainingArguments(str(root / "sh"), **sargs), train_dataset=ds).train()
+    sh["checkpoint-1 files"] = sorted(os.listdir(root / "sh" / "checkpoint-1"))
+    tr2 = Trainer(model=Sharded(), args=TrainingArguments(str(root / "sh"), **sargs), train_dataset=ds)
+    tr2.train(resume_from_checkpoint=str(root / "sh" / "checkpoint-1"))
+    sh["resume from checkpoint-1: final global_step"] = tr2.state.global_step
+    sched = getattr(tr2.lr_scheduler, "scheduler", tr2.lr_scheduler)
+    sh["resume from checkpoint-1: scheduler steps taken"] = sched.last_epoch
+    out["sharded_at_load"] = sh
     if quick:  # the live rerun: every, sparse and the stale-path resume; the rest comes from the capture
         stash = root / "stash"
         shutil.copytree(a / "checkpoint-4", stash / "checkpoint-4")

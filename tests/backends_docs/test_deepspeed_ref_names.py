@@ -18,7 +18,8 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "deepspeed-checkpoint-tools.md", "deepspeed-zero-to-fp32.md", "zero3-leaf-modules.md",
            "zero3-leaf-module-config.md", "deepspeed-defaults-history.md", "accelerate-handoff.md",
            "accelerate-prepare-model.md", "peft-frozen-parameters.md", "transformers-trainer-backends.md",
-           "transformers-trainer-checkpoint-files.md"]
+           "transformers-trainer-checkpoint-files.md",
+           "transformers-trainer-sharded-load.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -31,7 +32,7 @@ NOT_PACKAGE_NAMES = {
     "test_pdsh_forwards_each_rank_log_but_not_core_binding": "this bundle's test (Provenance)",
     "test_each_rank_log_one_file_per_rank_with_both_streams": "this bundle's test (Provenance)",
     "_ds_launcher_probe": "this bundle's test probe (Provenance)",
-    "trainer_backend_capture": "this bundle's test capture (Provenance)", "_zero3_probe": "this bundle's test probe (Provenance)",
+    "trainer_backend_capture": "this bundle's test capture (Provenance)", "sharded_at_load": "a key of this bundle's trainer_state_capture (Provenance)", "_zero3_probe": "this bundle's test probe (Provenance)",
     "--markdown": "this bundle's _ds_multinode_probe.py option (Provenance)",
     "--elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_multinode_runners.py)",
     "CORES0": "the probe's numactl stand-in", "CORES1": "the probe's numactl stand-in",

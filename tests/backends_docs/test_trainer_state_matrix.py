@@ -28,7 +28,7 @@ def test_live_probe_reproduces_the_capture(data):
     tests/accel_siblings/unwrap_compile_capture.json (both live reruns share the interpreter)."""
     live = gen.run_probe(quick=True)
     unwrap = live.pop("unwrap")
-    for name in ("every", "sparse", "resume", "trainer_state_json", "versions"):
+    for name in ("every", "sparse", "resume", "trainer_state_json", "versions", "sharded_at_load"):
         assert live[name] == data[name], name
     sys.path.insert(0, str(gen.ROOT / "tests" / "accel_siblings"))
     import _unwrap_compile_matrix as uc
@@ -62,3 +62,18 @@ def test_stale_best_path_is_dropped_on_resume(data):
     assert data["resume_best_copied"]["final_best_model_checkpoint"] == "<tmp>/resume_best_copied/checkpoint-2"
     # the checkpoint's save_steps (1) wins over the argument (2)
     assert [s["step"] for s in r["saves"]] == [5, 6]
+
+
+def test_sharded_at_load_page_states_the_run(data):
+    """transformers-trainer-sharded-load.md (s9-fd-e04): the refusal message word for word, which settings
+    pass, the files a save_only_model checkpoint holds, and that a resume restarts the scheduler."""
+    sh = data["sharded_at_load"]
+    page = (gen.ROOT / "sub-skills" / "distributed-training-backends" / "references"
+            / "transformers-trainer-sharded-load.md").read_text()
+    refusal = sh["default (save_strategy='steps', save_only_model=False)"]
+    assert refusal.startswith("ValueError: Resuming is not supported") and f"`{refusal}`" in page
+    assert sh["save_strategy='epoch'"] == refusal
+    assert sh["save_only_model=True"] == sh["save_strategy='no'"] == "accepted"
+    assert sh["checkpoint-1 files"] == ["model.safetensors", "trainer_state.json", "training_args.bin"]
+    assert sh["resume from checkpoint-1: final global_step"] == 2
+    assert sh["resume from checkpoint-1: scheduler steps taken"] == 1  # fresh scheduler, not restored

@@ -158,7 +158,8 @@ FACTS = {
     "--distributed_backend": lambda: "'--distributed_backend'" in Path(
         md.distribution("dalle-pytorch").locate_file("dalle_pytorch/distributed_utils.py")).read_text(),
     **{m: (lambda m=m: m in ACCELERATOR_METHODS)
-       for m in ("prepare", "backward", "accumulate", "unwrap_model", "save_state", "load_state")},
+       for m in ("prepare", "backward", "accumulate", "unwrap_model", "save_state", "load_state",
+                 "gather_for_metrics")},
     **{s: (lambda s=s: s in _dalle_facts()["scripts"]) for s in ("train_vae.py", "train_dalle.py", "generate.py")},
 }
 # Spans that are not facts about a package: commands named in a safety rule, flags of our helpers

@@ -70,6 +70,58 @@ OUT["iterable_shard_reads"] = every_rank(READS["n"])
 # not prepared: each rank keeps its whole (already per-rank) stream
 OUT["iterable_unprepared"] = every_rank(batches(DataLoader(Stream(), batch_size=2)))
 
+# The matrix (training-loop.md#prepared-loader-matrix): 13 items, DataLoader batch_size 4, per dataset
+# kind x dispatch_batches x even_batches x split_batches x drop_last; pass 1 records each rank's batches
+# and the remainder known at the end; pass 2 runs gather / gather_for_metrics on every batch, only when
+# every rank has the same batch count and shapes (otherwise the collective would break).
+from accelerate.utils import DataLoaderConfiguration  # noqa: E402
+
+N, BS = 13, 4
+
+
+class Sized(IterableDataset):
+    def __iter__(self):
+        return iter(range(N))
+
+    def __len__(self):
+        return N
+
+
+class Unsized(IterableDataset):
+    def __iter__(self):
+        return iter(range(N))
+
+
+KINDS = {"map": lambda: Range(N), "iter_len": Sized, "iter": Unsized}
+MATRIX = []
+for kind, make in KINDS.items():
+    for dispatch in (None, True, False):
+        for even in (True, False):
+            for split in (False, True):
+                for drop in (False, True):
+                    acc.dataloader_config = DataLoaderConfiguration(
+                        dispatch_batches=dispatch, even_batches=even, split_batches=split)
+                    row = {"kind": kind, "dispatch": dispatch, "even": even, "split": split, "drop": drop}
+                    try:
+                        dl = acc.prepare(DataLoader(make(), batch_size=BS, drop_last=drop))
+                        row["wrapper"] = type(dl).__name__
+                        mine = [b.tolist() for b in dl]
+                        rem = dl.remainder
+                        err = None
+                    except Exception as e:  # noqa: BLE001 - recorded, same on every rank
+                        mine, rem, err = None, None, f"{type(e).__name__}: {str(e)[:90]}"
+                    ranks = every_rank({"batches": mine, "remainder": rem, "error": err})
+                    row["ranks"] = ranks
+                    shapes = [None if r["batches"] is None else [len(b) for b in r["batches"]] for r in ranks]
+                    if all(s is not None and s == shapes[0] for s in shapes):
+                        g, gm = [], []
+                        for b in dl:
+                            g += acc.gather(b).tolist()
+                            gm += acc.gather_for_metrics(b).tolist()
+                        row["gather"], row["gather_for_metrics"] = g, gm
+                    MATRIX.append(row)
+OUT["matrix"] = MATRIX
+
 if RANK == 0:
     with open(sys.argv[1], "w") as f:
         json.dump(OUT, f, indent=1, sort_keys=True)

@@ -75,3 +75,23 @@ def test_reference_states_what_the_run_shows():
     for phrase in ["`DataLoaderDispatcher`", "`IterableDatasetShard`", "never read", "dispatch_batches=False",
                    "split_batches=True", "do not pass it to `prepare`"]:
         assert phrase in text, phrase
+
+
+def test_prepared_loader_matrix_page_matches_the_run(obs):
+    """prepared-loader-matrix.md's generated table is this run's matrix, word for word (s9-tl-b01)."""
+    from _loader_matrix import PAGE, render  # puts tests/ on sys.path first
+    import _generated_blocks as gb
+    assert gb.block(PAGE.read_text(encoding="utf-8"), "prepared-loader-matrix") == render(obs["matrix"])
+
+
+def test_gather_for_metrics_trims_iterable_only_when_dispatched(obs):
+    rows = {(r["kind"], r["dispatch"], r["even"], r["split"], r["drop"]): r for r in obs["matrix"]}
+    for kind in ("iter", "iter_len"):  # default dispatcher knows the remainder, with or without __len__
+        r = rows[(kind, None, True, False, False)]
+        assert r["wrapper"] == "DataLoaderDispatcher" and r["ranks"][0]["remainder"] == 5
+        assert len(r["gather"]) == 14 and r["gather_for_metrics"] == list(range(13))
+    assert rows[("iter", False, True, False, False)]["ranks"][0]["remainder"] == -1
+    assert rows[("iter_len", False, True, False, False)]["ranks"][0]["remainder"] == 0  # shard's rounded length
+    for kind in ("iter", "iter_len"):
+        assert len(rows[(kind, False, True, False, False)]["gather_for_metrics"]) == 16
+    assert rows[("map", None, True, False, False)]["gather_for_metrics"] == list(range(13))

@@ -509,3 +509,44 @@ def test_leftover_auto_in_zero_section_becomes_deepspeeds_default(monkeypatch):
     assert auto.sub_group_size == default.sub_group_size == 1_000_000_000
     assert auto.reduce_bucket_size == default.reduce_bucket_size
     assert auto.max_live_parameters == default.max_live_parameters
+
+
+def test_zero3_save_model_peft_branch_does_not_read_the_gather_flag(tmp_path, monkeypatch):
+    """Trainer.save_model's DeepSpeed branch (s9-ck-b11), run with a stand-in engine whose
+    get_state_dict raises as it does with stage3_gather_16bit_weights_on_model_save false: a PeftModel
+    takes _zero3_consolidated_16bit_state_dict(exclude_frozen_parameters=True) and never reaches the
+    flag; any other model falls back to the engine checkpoint."""
+    from types import SimpleNamespace
+
+    import transformers.trainer as trm
+
+    def run(peft: bool):
+        calls = []
+
+        class Engine:
+            config = {"zero_optimization": {"stage": 3}}
+
+            def save_checkpoint(self, save_dir, tag=None, client_state={}, save_latest=True,
+                                exclude_frozen_parameters=False):
+                calls.append("engine save_checkpoint")
+
+            def _zero3_consolidated_16bit_state_dict(self, exclude_frozen_parameters=False):
+                calls.append(("consolidated", exclude_frozen_parameters))
+                return {"lora_A.weight": torch.zeros(1)}
+
+        class Acc:
+            def get_state_dict(self, model):
+                calls.append("accelerator.get_state_dict")
+                raise ValueError("Cannot get 16bit model weights because `stage3_gather_16bit_weights_on_model_save` is False")
+
+        eng = Engine()
+        stub = SimpleNamespace(
+            is_fsdp_enabled=False, is_deepspeed_enabled=True, model_wrapped=eng, deepspeed=eng, model=object(),
+            accelerator=Acc(), args=SimpleNamespace(output_dir=str(tmp_path), push_to_hub=False, should_save=True),
+            _save=lambda d, state_dict=None: calls.append(("_save", sorted(state_dict or {}))))
+        monkeypatch.setattr(trm, "_is_peft_model", lambda m: peft)
+        Trainer.save_model(stub, str(tmp_path))
+        return calls
+
+    assert run(True) == [("consolidated", True), ("_save", ["lora_A.weight"])]
+    assert run(False) == ["accelerator.get_state_dict", ("_save", []), "engine save_checkpoint"]
