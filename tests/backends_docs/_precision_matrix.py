@@ -1,7 +1,7 @@
 """Generator for the run-backed tables of
 sub-skills/distributed-training-backends/references/mixed-precision-sources.md (where the mixed-precision value
 comes from per path, what zero.Init / FSDP use), fsdp-plugin-versions.md (FullyShardedDataParallelPlugin fields per
-FSDP version) and the state-singleton block of configuration-and-cli/references/config-file-and-precedence.md
+FSDP version) and the state-singleton block of configuration-and-cli/references/state-in-effect.md
 (transformers 5.25.0, accelerate 1.15.0, deepspeed 0.19.8, torch 2.13.0, CPU, one process, DS_ACCELERATOR=cpu).
 
 Each case runs in its own child (`python _precision_matrix.py case NAME`), one rank (RANK=LOCAL_RANK=0,
@@ -32,7 +32,7 @@ CAPTURE = HERE / "precision_capture.json"
 REFS = ROOT / "sub-skills" / "distributed-training-backends" / "references"
 REF = {"precision-trainer": REFS / "mixed-precision-sources.md",
        "precision-accelerator": REFS / "mixed-precision-sources.md",
-       "state-singletons": ROOT / "sub-skills" / "configuration-and-cli" / "references" / "config-file-and-precedence.md"}
+       "state-singletons": ROOT / "sub-skills" / "configuration-and-cli" / "references" / "state-in-effect.md"}
 
 Z3 = {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
       "gradient_accumulation_steps": "auto"}

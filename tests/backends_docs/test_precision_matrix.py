@@ -1,4 +1,4 @@
-"""mixed-precision-sources.md and the state-singleton block of config-file-and-precedence.md are what
+"""mixed-precision-sources.md and the state-singleton block of state-in-effect.md are what
 transformers 5.25.0 / accelerate 1.15.0 / deepspeed 0.19.8 do (session 9, set-9 misses s9-acb-a01, s9-acb-a02,
 s9-acl-a06, close call s9-acb-g04): _precision_matrix.py ran one child per path and its capture is committed.
 The pages' generated blocks must equal the rendering of the capture word for word; the mechanism facts the
@@ -74,6 +74,9 @@ def test_fsdp_fields_per_version(data):
     assert "older torch raises" not in fsdp
     assert "sets `ignored_modules` to `None`, so those modules are sharded" in fsdp
     assert "torch < 2.7: set to `None` with a logged warning" in checks
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    fields = set(FullyShardedDataParallelPlugin.__dataclass_fields__)
+    assert "ignored_modules" in fields and not fields & {"ignored_states", "process_group", "device_mesh", "kwargs"}
 
 
 def test_auto_wrap_without_no_split_modules_live(data):
