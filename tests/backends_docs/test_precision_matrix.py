@@ -67,6 +67,7 @@ def test_fsdp_fields_per_version(data):
     assert forced.startswith("warned, now None: FSDP2 ignored_params/ignored_modules is not available")
     assert f["ignored_modules='lm_head'|v2"] == "kept: lm_head"
     assert f["forward_prefetch=True|v2"].startswith("raises ValueError")
+    assert "sharding_strategy is deprecated in favor of reshard_after_forward" in f["sharding_strategy='SHARD_GRAD_OP'|v1"]
     assert f["use_orig_params=True|v2"].startswith("warned, now None")
     assert f["state_dict_type='LOCAL_STATE_DICT'|v2"].startswith("raises ValueError: FSDP2 does not support")
     fsdp = (REFS / "deepspeed-fsdp.md").read_text(encoding="utf-8")
@@ -74,6 +75,7 @@ def test_fsdp_fields_per_version(data):
     assert "older torch raises" not in fsdp
     assert "sets `ignored_modules` to `None`, so those modules are sharded" in fsdp
     assert "torch < 2.7: set to `None` with a logged warning" in checks
+    assert "deprecated in favor of reshard_after_forward\"" in checks
     from accelerate.utils import FullyShardedDataParallelPlugin
     fields = set(FullyShardedDataParallelPlugin.__dataclass_fields__)
     assert "ignored_modules" in fields and not fields & {"ignored_states", "process_group", "device_mesh", "kwargs"}
