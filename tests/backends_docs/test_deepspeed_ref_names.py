@@ -19,7 +19,7 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "zero3-leaf-module-config.md", "deepspeed-defaults-history.md", "accelerate-handoff.md",
            "accelerate-prepare-model.md", "peft-frozen-parameters.md", "transformers-trainer-backends.md",
            "transformers-trainer-checkpoint-files.md",
-           "transformers-trainer-sharded-load.md"]
+           "transformers-trainer-sharded-load.md", "mixed-precision-sources.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -61,7 +61,8 @@ NOT_PACKAGE_NAMES = {
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the
 # installed transformers 5.25.0 training_args.py (test_trainer_flags_are_training_arguments_fields)
-TRAINER_FLAGS = {"--learning_rate": "learning_rate: float = field("}
+TRAINER_FLAGS = {"--learning_rate": "learning_rate: float = field(", "--bf16": "bf16: bool = field(",
+                 "--fp16": "fp16: bool = field("}
 TRAINING_ARGS = Path(importlib.util.find_spec("transformers").origin).parent / "training_args.py"
 
 

@@ -261,8 +261,9 @@ def auto_wrap(ctx):
       summary="TRANSFORMER_BASED_WRAP without fsdp_transformer_layer_cls_to_wrap (uses the model's "
               "_no_split_modules)", source="accelerate/utils/dataclasses.py::FullyShardedDataParallelPlugin.set_auto_wrap_policy")
 def transformer_cls(ctx):
-    """Without layer class names the plugin falls back to the model's ``_no_split_modules`` and
-    fails at ``prepare`` for models that do not define it.
+    """Without layer class names the plugin falls back to the model's ``_no_split_modules``; for a
+    model that does not define it nothing below the root is wrapped (no error, FSDP1 and FSDP2): the
+    whole model is one FSDP unit.
 
     Fails:
     ```yaml
