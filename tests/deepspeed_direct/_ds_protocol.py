@@ -69,13 +69,16 @@ def _bw_cell(r, notes):
 def render_backward(bw):
     notes = m._Notes("B")
     rows = ["| Stage | Precision | `engine.optimizer` | torch-style backward | " +
-            " | ".join(f"`{x}`" for x in METHODS) + " |", "|" + " --- |" * (4 + len(METHODS))]
+            " | ".join(f"`{x}`" for x in METHODS) + " | other model's grad: `engine.backward` / `loss.backward()` |",
+            "|" + " --- |" * (5 + len(METHODS))]
     for s in (0, 1, 2, 3):
         for p in ("fp32", "bf16"):
             ref = bw[f"z{s}|{p}|engine.backward(loss)"]
             cells = [_bw_cell(bw[f"z{s}|{p}|{h}"], notes) for h in METHODS]
+            lb = bw[f"z{s}|{p}|loss.backward()"]
+            ratio = f"{ref['other_grad_ratio']} / " + (f"{lb['other_grad_ratio']}" if "other_grad_ratio" in lb else "–")
             rows.append(f"| {s} | {p} | `{ref['optimizer']}` | {'yes' if ref['torch_style'] else 'no'} | " +
-                        " | ".join(cells) + " |")
+                        " | ".join(cells) + f" | {ratio} |")
     return "\n".join(rows) + "\n" + notes.block() + "\n"
 
 
@@ -83,7 +86,7 @@ def _ranks(groups):
     return ", ".join("[" + ",".join(str(r) for r in g) + "]" for g in groups) or "none"
 
 
-def render_moe(gr):
+def render_moe(gr, moe_real):
     train = ["| World size | `ep_size` | expert-parallel groups (all-to-all) | expert-data-parallel groups "
              "(MoE grads all-reduce) | same with `use_data_before_expert_parallelism: true` |",
              "| --- | --- | --- | --- | --- |"]
@@ -113,6 +116,11 @@ def render_moe(gr):
     layer.append(f"`DeepSpeedInferenceConfig(moe={{\"ep_size\": 2, \"num_experts\": [8]}})` reads "
                  f"`moe.ep_size` = {c['ep_size']}, `moe.moe_experts` = {c['moe_experts']}; defaults "
                  f"`ep_size` {c['default'][0]}, `moe_experts` {c['default'][1]}.")
+    real = "; ".join(f"`ep_size` {ep}: EP {_ranks([r['expert_parallel']])}, EDP {_ranks([r['expert_data_parallel']])}"
+                     for ep, r in sorted(moe_real.items()))
+    train.append("")
+    train.append(f"Cross-check, 2 real gloo ranks through `deepspeed.initialize` (an `MoE` layer, 2 experts; rank 0's "
+                 f"groups): {real}.")
     return {"moe-train": "\n".join(train) + "\n", "moe-infer": "\n".join(infer) + "\n",
             "moe-layer": "\n".join(layer) + "\n"}
 
@@ -146,7 +154,7 @@ def render_loads(ld):
 
 def render(data):
     out = {"backward": render_backward(data["backward"]), "loads": render_loads(data["loads"])}
-    out.update(render_moe(data["groups"]))
+    out.update(render_moe(data["groups"], data["backward"]["moe"]))
     return out
 
 

@@ -22,9 +22,11 @@ METHODS = ["engine.backward(loss)", "loss.backward()", "out.backward(out_grad)",
            "engine.backward(out)"]
 
 
-def _bw(torch, engine, how, x):
+def _bw(torch, engine, how, x, other=None):
     out = engine(x)
     loss = out.float().pow(2).mean()
+    if other is not None:   # a second, plain torch model in the same loss
+        loss = loss + other(x.float()).pow(2).mean()
     if how == "engine.backward(loss)":
         engine.backward(loss)
     elif how == "loss.backward()":
@@ -47,10 +49,17 @@ def backward_case(torch, deepspeed, stage, prec, how):
     dt = next(engine.module.parameters()).dtype
     out = {"optimizer": base._name(engine.optimizer), "torch_style": engine._support_torch_style_backward}
     rank = int(os.environ["RANK"])
+    torch.manual_seed(7)
+    other = torch.nn.Linear(4, 1)
     try:
         for i in range(2):   # one accumulation window: 2 micro-batches, step() after each
             g = torch.Generator().manual_seed(100 + i + 10 * rank)
-            _bw(torch, engine, how, torch.randn(2, 4, generator=g).to(dt))
+            x = torch.randn(2, 4, generator=g).to(dt)
+            want = torch.autograd.grad(other(x.float()).pow(2).mean(), other.weight)[0]
+            other.zero_grad()
+            _bw(torch, engine, how, x, other if how in ("engine.backward(loss)", "loss.backward()") else None)
+            if other.weight.grad is not None and i == 0:
+                out["other_grad_ratio"] = round(float(other.weight.grad.sum() / want.sum()), 3)
             engine.step()
         out["ok"] = True
     except Exception as e:  # noqa: BLE001 - the exception is the result
@@ -80,7 +89,25 @@ def run_backward():
                 r["same_as_engine_backward"] = bool(torch.allclose(w, ref, atol=1e-6 if prec == "fp32" else 1e-2))
                 res[f"z{stage}|{prec}|{how}"] = r
                 torch.distributed.barrier()
+    res["moe"] = moe_real(torch, deepspeed)
     return res
+
+
+def moe_real(torch, deepspeed):
+    """A real MoE layer through deepspeed.initialize at this world size: the groups it made."""
+    import deepspeed.utils.groups as g
+    from deepspeed.moe.layer import MoE
+    out = {}
+    for ep in (1, 2):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), MoE(hidden_size=4, expert=torch.nn.Linear(4, 4),
+                                                              num_experts=2, ep_size=ep))
+        cfg = {"train_batch_size": 2, "zero_optimization": {"stage": 0}, "steps_per_print": 10 ** 9}
+        deepspeed.initialize(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), config=cfg)
+        name = f"ep_size_{ep}"
+        out[str(ep)] = {"expert_parallel": list(g._get_expert_parallel_group_ranks(name)),
+                        "expert_data_parallel": list(g._get_expert_data_parallel_group_ranks(name))}
+    return out
 
 
 # ------------------------------------------------------------------------------- MoE process groups

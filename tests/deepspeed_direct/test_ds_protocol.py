@@ -44,11 +44,21 @@ def test_backward_rows(data):
                 else:
                     assert r["ok"] and r["same_as_engine_backward"] and r["ranks_equal"], (s, p, how)
                     assert r["global_steps"] == 1
+            if s > 0:   # a second model in the loss: divided by GA only through engine.backward
+                assert (ref["other_grad_ratio"], bw[f"z{s}|{p}|loss.backward()"]["other_grad_ratio"]) == (0.5, 1.0)
+    assert bw["moe"] == {"1": {"expert_parallel": [0], "expert_data_parallel": [0, 1]},
+                         "2": {"expert_parallel": [0, 1], "expert_data_parallel": [0]}}
 
 
 def test_moe_rows(data):
-    """s9-ds-d07: groups sized by ep_size; inference refuses ep_size > world size."""
+    """s9-ds-d07: groups sized by ep_size; inference refuses ep_size > world size; the recorder's world-2 rows
+    equal the groups a real 2-rank initialize made (rank 0's view)."""
     g = data["groups"]
+    for ep in ("1", "2"):
+        rec = g["train"][f"2|{ep}|False"]
+        real = data["backward"]["moe"][ep]
+        assert real["expert_parallel"] in rec["expert_parallel"]
+        assert real["expert_data_parallel"] in rec["expert_data_parallel"]
     assert g["infer"]["4|2"] == {"ep": [[0, 1], [2, 3]], "expert_mp": [[0, 2], [1, 3]]}
     assert g["infer"]["4|8"]["message"] == "Invalid ep_size=8 for world_size=4"
     assert g["infer"]["4|3"]["ep"] == [[0, 1, 2]]   # a non-divisor leaves rank 3 outside
