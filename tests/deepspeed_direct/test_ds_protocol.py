@@ -76,3 +76,24 @@ def test_load_rows(data):
     assert ld["stage 2, client SGD"]["builders"] == [] and ld["stage 2, config Adam"]["builders"] == ["fused_adam"]
     assert ld["stage 2, config Adam + offload_optimizer cpu"]["builders"] == ["cpu_adam"]
     assert not ld["end"]["matmul_ext"] and all(not v.get("atexit") for v in ld.values() if isinstance(v, dict))
+
+
+def test_captured_messages_are_classified_by_the_triage_catalog(data):
+    """The failure-triage catalog maps the messages these runs raised to its new entries."""
+    import importlib.util
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("triage_log_protocol", repo / "sub-skills" / "failure-triage" /
+                                                  "scripts" / "triage_log.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    cat = mod.load_catalog(repo / "sub-skills" / "failure-triage" / "catalog")
+    bw, g = data["backward"], data["groups"]
+    want = {"deepspeed-direct-backward-unsupported": bw["z0|fp32|loss.backward()"],
+            "deepspeed-backward-loss-not-scalar": bw["z1|fp32|engine.backward(out)"],
+            "deepspeed-moe-invalid-ep-size": g["infer"]["4|8"],
+            "deepspeed-moe-experts-not-divisible": g["layer"]["8|3"]}
+    for eid, r in want.items():
+        line = f"{r['error']}: {r['message']}"
+        got = cat.match(mod.clean(line)[0].strip())
+        assert got is not None and got.id == eid, (eid, line, got and got.id)
