@@ -30,7 +30,7 @@ import _generated_blocks as gb  # noqa: E402
 HERE = m.HERE
 CAPTURE = HERE / "ds_protocol_capture.json"
 PROBE = HERE / "_ds_protocol_probe.py"
-PAGES = {"backward": m.REFS / "deepspeed-backward-protocol.md", "moe-train": m.REFS / "deepspeed-moe-groups.md",
+PAGES = {"backward": m.REFS / "deepspeed-backward-protocol.md", "accelerate": m.REFS / "deepspeed-backward-protocol.md", "moe-train": m.REFS / "deepspeed-moe-groups.md",
          "moe-infer": m.REFS / "deepspeed-moe-groups.md", "moe-layer": m.REFS / "deepspeed-moe-groups.md",
          "loads": m.REFS / "deepspeed-op-loading.md"}
 METHODS = ["engine.backward(loss)", "loss.backward()", "out.backward(out_grad)", "engine.scale(loss).backward()",
@@ -54,7 +54,8 @@ def run_backward(work, ext=m.EXT, timeout=900):
 
 def capture():
     work = tempfile.mkdtemp(prefix="ds_protocol_")
-    return {"backward": run_backward(work), "groups": run_one("groups", work), "loads": run_one("loads", work)}
+    return {"backward": run_backward(work), "groups": run_one("groups", work), "loads": run_one("loads", work),
+            "accelerate": run_one("accelerate", work)}
 
 
 # ---------------------------------------------------------------------------------------- rendering
@@ -80,6 +81,19 @@ def render_backward(bw):
             rows.append(f"| {s} | {p} | `{ref['optimizer']}` | {'yes' if ref['torch_style'] else 'no'} | " +
                         " | ".join(cells) + f" | {ratio} |")
     return "\n".join(rows) + "\n" + notes.block() + "\n"
+
+
+def render_accelerate(ac):
+    rows = ["| Stage | `accelerator.backward(loss)` | `loss.backward()` |", "| --- | --- | --- |"]
+
+    def cell(r):
+        if not r["ok"]:
+            return f"**{r['error']}** \"{m._msg(r['message'], 60)}\""
+        return ("weights changed" if r["weights_changed"] else "**weights unchanged**") + \
+            f", `global_steps` {r['global_steps']}"
+    for s in (0, 1, 2, 3):
+        rows.append(f"| {s} | {cell(ac[f'z{s}|accelerator.backward(loss)'])} | {cell(ac[f'z{s}|loss.backward()'])} |")
+    return "\n".join(rows) + "\n"
 
 
 def _ranks(groups):
@@ -153,7 +167,8 @@ def render_loads(ld):
 
 
 def render(data):
-    out = {"backward": render_backward(data["backward"]), "loads": render_loads(data["loads"])}
+    out = {"backward": render_backward(data["backward"]), "loads": render_loads(data["loads"]),
+           "accelerate": render_accelerate(data["accelerate"])}
     out.update(render_moe(data["groups"], data["backward"]["moe"]))
     return out
 

@@ -185,6 +185,45 @@ def run_groups():
     return res
 
 
+# ------------------------------------------------------------------------------- through Accelerate
+
+def run_accelerate():
+    """accelerator.backward(loss) vs loss.backward() in an Accelerate loop under DeepSpeed, one rank."""
+    import importlib
+    base.clean_env()
+    os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
+    import torch
+    import deepspeed  # noqa: F401
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import DeepSpeedPlugin
+    res = {}
+    for stage in (0, 1, 2, 3):
+        for how in ("accelerator.backward(loss)", "loss.backward()"):
+            AcceleratorState._reset_state(True)
+            acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=stage, gradient_accumulation_steps=1))
+            model = base._model(torch)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            dl = torch.utils.data.DataLoader(torch.randn(4, 4, generator=torch.Generator().manual_seed(3)), batch_size=2)
+            model, opt, dl = acc.prepare(model, opt, dl)
+            with deepspeed.zero.GatheredParameters(list(model.module.parameters()), modifier_rank=None):
+                w0 = [p.detach().clone() for p in model.module.parameters()]
+            try:
+                for x in dl:
+                    loss = model(x).pow(2).mean()
+                    acc.backward(loss) if how.startswith("accelerator") else loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                with deepspeed.zero.GatheredParameters(list(model.module.parameters()), modifier_rank=None):
+                    changed = any(not torch.equal(a, b) for a, b in zip(w0, model.module.parameters()))
+                r = {"ok": True, "weights_changed": changed, "global_steps": model.global_steps}
+            except Exception as e:  # noqa: BLE001
+                r = {"ok": False, **_err(e)}
+            res[f"z{stage}|{how}"] = r
+    return res
+
+
 # ------------------------------------------------------------------------------- what loads when
 
 def run_loads():
@@ -270,7 +309,8 @@ if __name__ == "__main__":
     import warnings
     warnings.simplefilter("ignore")
     mode = sys.argv[1]
-    res = {"backward": run_backward, "groups": run_groups, "loads": run_loads}[mode]()
+    res = {"backward": run_backward, "groups": run_groups, "loads": run_loads,
+           "accelerate": run_accelerate}[mode]()
     print("RESULT " + json.dumps(res, sort_keys=True), flush=True)
     sys.stdout.flush()
     sys.stderr.flush()

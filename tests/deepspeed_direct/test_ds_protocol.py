@@ -97,3 +97,13 @@ def test_captured_messages_are_classified_by_the_triage_catalog(data):
         line = f"{r['error']}: {r['message']}"
         got = cat.match(mod.clean(line)[0].strip())
         assert got is not None and got.id == eid, (eid, line, got and got.id)
+
+
+def test_accelerate_rows(data):
+    """A bare loss.backward() in an Accelerate loop under DeepSpeed: no update at ZeRO 1-3, RuntimeError at 0."""
+    ac = data["accelerate"]
+    for s in (0, 1, 2, 3):
+        assert ac[f"z{s}|accelerator.backward(loss)"] == {"ok": True, "weights_changed": True, "global_steps": 2}
+        r = ac[f"z{s}|loss.backward()"]
+        assert (r["error"] == "RuntimeError") if s == 0 else (r == {"ok": True, "weights_changed": False,
+                                                                     "global_steps": 0})
