@@ -279,7 +279,12 @@ def run_loads():
              ("stage 2, config Adagrad + offload_optimizer cpu", {"stage": 2, "offload": "cpu"}, "Adagrad"),
              ("stage 2, config Lion", {"stage": 2}, "Lion"),
              ("stage 2, config Lion + offload_optimizer cpu", {"stage": 2, "offload": "cpu"}, "Lion"),
-             ("stage 0, config Lamb", {}, "Lamb")]
+             ("stage 0, config Lamb", {}, "Lamb"),
+             ("stage 3, zero_quantized_weights", {"stage": 3, "extra": {"zero_quantized_weights": True}}, "client SGD"),
+             ("stage 3, zero_quantized_gradients", {"stage": 3, "extra": {"zero_quantized_gradients": True}},
+              "client SGD"),
+             ("stage 3, config Adam + offload_optimizer nvme",
+              {"stage": 3, "extra": {"offload_optimizer": {"device": "nvme", "nvme_path": "nvme"}}}, "Adam")]
     for label, z, opt in feats:
         del loads[:]
         n_reg = len(reg)
@@ -287,6 +292,7 @@ def run_loads():
                "zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 9}
         if z.get("offload"):
             cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+        cfg["zero_optimization"].update(z.get("extra", {}))
         if opt != "client SGD":
             cfg["optimizer"] = {"type": opt, "params": {"lr": 0.01}}
         model = base._model(torch)
