@@ -19,7 +19,8 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "zero3-leaf-module-config.md", "deepspeed-defaults-history.md", "accelerate-handoff.md",
            "accelerate-prepare-model.md", "peft-frozen-parameters.md", "transformers-trainer-backends.md",
            "transformers-trainer-checkpoint-files.md",
-           "transformers-trainer-sharded-load.md", "mixed-precision-sources.md"]
+           "transformers-trainer-sharded-load.md", "mixed-precision-sources.md", "deepspeed-backward-protocol.md",
+           "deepspeed-moe-groups.md", "deepspeed-op-loading.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
@@ -57,6 +58,11 @@ NOT_PACKAGE_NAMES = {
     "_mp_rank_00_model_states": "tail of the ZeRO-3 model file name pattern zero_pp_rank_<r>_mp_rank_00_model_states.pt",
     "_mp_rank_00_optim_states": "tail of the ZeRO optimizer file name pattern zero_pp_rank_<r>_mp_rank_00_optim_states.pt",
     "zero_pp_rank_1_": "head of rank 1's file name (generated table)",
+    "_ds_protocol_probe": "this bundle's test probe (Provenance)",
+    "ds_protocol_capture": "this bundle's committed capture (Provenance)",
+    "ep_size_1": "MoE group name f'ep_size_{ep_size}' (generated table)",
+    "ep_size_2": "MoE group name f'ep_size_{ep_size}' (generated table)",
+    "DS_BUILD_": "prefix of the DS_BUILD_<OP> install variables",
 }
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the
