@@ -215,18 +215,23 @@ def run_case(case, py=sys.executable):
             "seconds": round(time.time() - t0)}
 
 
+def _grouped(pairs):
+    """[(rank, text)] -> 'r0, r1: text' when the ranks agree, one line per rank otherwise."""
+    order, by = [], {}
+    for rank, text in pairs:
+        if text not in by:
+            order.append(text)
+        by.setdefault(text, []).append(f"r{rank}")
+    return ["{}: {}".format(", ".join(by[t]), t) for t in order]
+
+
 def store_cell(rows):
-    cells = []
-    for r in rows:
-        cells.append(f"r{r['rank']}: " + (", ".join(r["stores"]) or "none"))
-    return "<br>".join(cells) or "no worker ran"
+    return "<br>".join(_grouped((r["rank"], ", ".join(r["stores"]) or "none") for r in rows)) or "no worker ran"
 
 
 def result_cell(res, launcher):
-    cells = []
-    for r in res["ranks"]:
-        where = f" (in {' > '.join(r['in'])})" if r.get("in") else ""
-        cells.append(f"r{r['rank']}: {r['result']}{where}, {r['seconds']} s")
+    cells = _grouped((r["rank"], r["result"] + (f" (in {' > '.join(r['in'])})" if r.get("in") else "")
+                      + f", {r['seconds']} s") for r in res["ranks"])
     if res["launcher_error"] and launcher.startswith("torchrun"):
         cells.append("launcher: " + res["launcher_error"])
     cells.append("exit " + ", ".join(str(c) for c in res["exit"]))
