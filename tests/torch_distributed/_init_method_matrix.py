@@ -112,6 +112,7 @@ CASES = [
     ("tr-static-file", "torchrun static", "file", False, "", ""),
     ("tr-c10d-none", "torchrun c10d", "none", False, "", ""),
     ("tr-c10d-tcp", "torchrun c10d", "tcp", False, "", ""),
+    ("legacy-launch-tcp", "torch.distributed.launch", "tcp", False, "", ""),
     ("py-none", "python + env vars", "none", False, "", ""),
     ("py-tcp", "python + env vars", "tcp", False, "", ""),
     ("py-file", "python + env vars", "file", False, "", ""),
@@ -163,6 +164,9 @@ def run_case(case, py=sys.executable):
     elif launcher == "torchrun c10d":
         cmds = [torchrun + ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                             "--rdzv-conf", "join_timeout=10", str(script)] + args]
+    elif launcher == "torch.distributed.launch":      # the legacy module: the same elastic agent, static rendezvous
+        cmds = [[py, "-m", "torch.distributed.launch", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                 "--master-port", str(port), "--use-env", str(script)] + args]
     elif launcher == "mp.spawn":
         env.update(SPAWN="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         cmds = [[py, str(script)] + args]
@@ -232,7 +236,7 @@ def store_cell(rows):
 def result_cell(res, launcher):
     cells = _grouped((r["rank"], r["result"] + (f" (in {' > '.join(r['in'])})" if r.get("in") else "")
                       + f", {r['seconds']} s") for r in res["ranks"])
-    if res["launcher_error"] and launcher.startswith("torchrun"):
+    if res["launcher_error"] and launcher.startswith(("torchrun", "torch.distributed.launch")):
         cells.append("launcher: " + res["launcher_error"])
     cells.append("exit " + ", ".join(str(c) for c in res["exit"]))
     return "<br>".join(cells)

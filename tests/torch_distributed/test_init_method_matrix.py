@@ -44,7 +44,7 @@ def test_page_block_is_the_rendered_capture():
 def test_capture_holds_the_stated_rules():
     ok = "all_reduce ok (1)"
     # under torchrun every rank, rank 0 included, is a client of the agent's store: env:// and tcp:// alike
-    for cid in ("tr-static-none", "tr-static-env", "tr-static-tcp", "tr-c10d-none", "tr-c10d-tcp"):
+    for cid in ("tr-static-none", "tr-static-env", "tr-static-tcp", "tr-c10d-none", "tr-c10d-tcp", "legacy-launch-tcp"):
         assert [r["USE_AGENT_STORE"] for r in CAP[cid]["ranks"]] == ["True", "True"], cid
         assert all(s and all(x.startswith("TCPStore client") for x in s) for s in stores(cid)), cid
         assert [r["result"] for r in CAP[cid]["ranks"]] == [ok, ok], cid
