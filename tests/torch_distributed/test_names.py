@@ -223,6 +223,12 @@ OTHER_API |= {f for f in importlib.import_module("accelerate.commands.config.con
               if f in ("num_machines", "machine_rank", "main_process_ip", "main_process_port")}
 # transformers PreTrainedModel names ddp.md cites for reentrant checkpointing over frozen inputs (5.25.0 source)
 OTHER_API |= {"activation_checkpointing_enable", "main_input_name", "input_ids", "inputs_embeds", "pixel_values"}
+# init-method-matrix.md / debugging-and-env.md (set 9): names checked in the installed sources
+_c10d_src = inspect.getsource(importlib.import_module("torch.distributed.distributed_c10d"))
+_backend_hpp = (Path(torch.__file__).parent / "include/torch/csrc/distributed/c10d/Backend.hpp").read_text()
+OTHER_API |= {n for n, src in (("eager_connect_single_device", _c10d_src), ("kBackendDefaultTimeout", _backend_hpp),
+              ("group_rank", inspect.getsource(importlib.import_module("torch.distributed.elastic.agent.server.api"))))
+              if n in src}
 OTHER_API |= {"ConnectionError"}   # Python's builtin, raised by accelerate's port check (multinode-rank-matrix.md)
 _acc = importlib.import_module("accelerate")      # multinode-rank-matrix.md rows 21-22 call these
 CALLABLES.update({"Accelerator": _acc.Accelerator, "Accelerator.save_state": _acc.Accelerator.save_state,
@@ -304,7 +310,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 14 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md (+ torchtitan)
+    assert len(DOCS) == 15 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")

@@ -715,8 +715,9 @@ _SLURM = _Lazy(r"^(?:srun|sbatch|salloc|slurmstepd(?:-\S+)?): error: (?P<msg>.+)
     "SLURM refused or stopped the job step: {msg}",
     "Read the SLURM message: resources (--gres, --mem, --ntasks-per-node) the partition cannot give, an "
     "invalid account/partition, or a limit the step hit; a step CANCELLED without a reason was cancelled by "
-    "scancel, a node failure, or srun after a task aborted (a collective timeout with NCCL_BLOCKING_WAIT / "
-    "NCCL_ASYNC_ERROR_HANDLING set aborts the process); sacct -j JOBID shows the state and exit codes.",
+    "scancel, a node failure, or srun after a task aborted (an NCCL collective timeout aborts the process "
+    "by default: TORCH_NCCL_ASYNC_ERROR_HANDLING unset is 3, which tears down); sacct -j JOBID shows the state "
+    "and exit codes.",
     "multi-node.md", needs=("error:",))
 def slurm_error(s):
     """An srun/slurmstepd error that is not a task-exit summary (those are launcher-exit).
