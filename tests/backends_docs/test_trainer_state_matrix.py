@@ -77,3 +77,21 @@ def test_sharded_at_load_page_states_the_run(data):
     assert sh["checkpoint-1 files"] == ["model.safetensors", "trainer_state.json", "training_args.bin"]
     assert sh["resume from checkpoint-1: final global_step"] == 2
     assert sh["resume from checkpoint-1: scheduler steps taken"] == 1  # fresh scheduler, not restored
+
+
+def test_resume_into_dtensor_parameters_raises():
+    """transformers-trainer-sharded-load.md (found wrong by the set-9 re-check, s9-fd-e04): the one-process
+    run above has plain parameters, so its resume loads; a model really sharded at load time has DTensor
+    parameters, and the plain load_state_dict that Trainer._load_from_checkpoint runs refuses the plain
+    tensors of a save_only_model checkpoint."""
+    import socket
+    import subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    probe = Path(__file__).resolve().parent / "_dtensor_resume_probe.py"
+    out = subprocess.run([sys.executable, str(probe), port], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "RuntimeError: got mixed torch.Tensor and DTensor", out.stdout + out.stderr
+    page = (gen.ROOT / "sub-skills" / "distributed-training-backends" / "references"
+            / "transformers-trainer-sharded-load.md").read_text()
+    assert "got mixed torch.Tensor and DTensor" in page
