@@ -23,7 +23,7 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "deepspeed-moe-groups.md", "deepspeed-op-loading.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
-    "warmup_ratio": "the argument transformers 5.x removed (args-checks page: its TypeError row)",
+    "warmup_ratio": "not an argument of transformers 5.25.0 (args-checks page: its TypeError row)",
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
     "global_step100_universal": "a converted tag of the examples", "global_stepN": "tag placeholder",
     "pytorch_model_1": "a file of the examples", "FIRST_HOST": "placeholder", "HOST": "placeholder",
