@@ -18,11 +18,12 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "deepspeed-checkpoint-tools.md", "deepspeed-zero-to-fp32.md", "zero3-leaf-modules.md",
            "zero3-leaf-module-config.md", "deepspeed-defaults-history.md", "accelerate-handoff.md",
            "accelerate-prepare-model.md", "peft-frozen-parameters.md", "transformers-trainer-backends.md",
-           "transformers-trainer-checkpoint-files.md",
+           "transformers-trainer-checkpoint-files.md", "transformers-trainer-args-checks.md",
            "transformers-trainer-sharded-load.md", "mixed-precision-sources.md", "deepspeed-backward-protocol.md",
            "deepspeed-moe-groups.md", "deepspeed-op-loading.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
+    "warmup_ratio": "not an argument of transformers 5.25.0 (args-checks page: its TypeError row)",
     "global_step2": "a tag of the examples", "global_step100": "a tag of the examples",
     "global_step100_universal": "a converted tag of the examples", "global_stepN": "tag placeholder",
     "pytorch_model_1": "a file of the examples", "FIRST_HOST": "placeholder", "HOST": "placeholder",

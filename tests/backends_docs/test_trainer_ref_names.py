@@ -28,6 +28,7 @@ OURS = {
     "global_stepN": "placeholder for DeepSpeed's global_step<N> folder",
     "per_device": "short for the per_device_* batch-size arguments",
     "run_qa": "the transformers example script run_qa.py",
+    "warmup_ratio": "not an argument of 5.25.0: the args-checks page shows its TypeError",
     "old_machine": "folder name in the run's captured warning",
     "transformer_layer_cls_to_warp": "the misspelling the page warns is accepted silently",
 }
