@@ -122,3 +122,16 @@ def run_ranks(cmd: list, envs: list, out: Path, timeout: int, err_key: str, tail
         f = out / f"rank{r}.json"
         got[f"rank{r}"] = json.loads(f.read_text()) if f.exists() else {err_key: errs[r][-tail:]}
     return got
+
+
+LAUNCHER_VARS = ("ACCELERATE_", "FSDP_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_")
+
+
+def child_env(root: Path, **extra: str) -> dict:
+    """os.environ without what a launcher or an earlier probe exported (LAUNCHER_VARS prefixes), one
+    thread, a fixed hash seed and a private HF_HOME under ROOT, then EXTRA: the environment a probe child
+    starts from, so no variable of the caller's shell leaks into a captured run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARS)}
+    env.update(OMP_NUM_THREADS="1", HF_HOME=str(root / "hf"), PYTHONHASHSEED="0")
+    env.update(extra)
+    return env

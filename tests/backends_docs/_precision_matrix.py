@@ -368,11 +368,9 @@ def case_main(name: str) -> None:
 
 
 def collect() -> dict:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_", "RANK", "WORLD_SIZE",
-                                                                       "LOCAL_RANK", "MASTER_"))}
     root = Path(tempfile.mkdtemp(prefix="precision"))
-    base.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
-                TORCH_EXTENSIONS_DIR=str(root / "ext"), HF_HOME=str(root / "hf"), PYTHONHASHSEED="0")
+    base = gb.child_env(root, DS_ACCELERATOR="cpu", TOKENIZERS_PARALLELISM="false",
+                        TORCH_EXTENSIONS_DIR=str(root / "ext"))
     data = {}
     for i, case in enumerate(CASES):
         d = root / f"c{i}"

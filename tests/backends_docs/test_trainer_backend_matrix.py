@@ -5,7 +5,6 @@ word for word; the one-process case is rerun live (one child, about 6 s); the 2-
 `python tests/backends_docs/_trainer_backend_matrix.py --check` (about 90 s, not in the suite)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -113,9 +112,7 @@ def test_mechanism_facts(data):
 def test_live_one_process_case_reproduces_the_capture(data):
     """The cheap case rerun in a child (~6 s): the calls, classes, files and resume of one process."""
     with tempfile.TemporaryDirectory() as d:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "FSDP_", "RANK", "WORLD_SIZE",
-                                                                        "LOCAL_RANK", "MASTER_"))}
-        env.update(OMP_NUM_THREADS="1", HF_HOME=str(Path(d) / "hf"), PYTHONHASHSEED="0")
+        env = gen.gb.child_env(Path(d))
         subprocess.run([sys.executable, str(Path(gen.__file__)), "rank", "single"], cwd=d, env=env, timeout=240,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         live = gen.gb.load_json(Path(d) / "rank0.json")

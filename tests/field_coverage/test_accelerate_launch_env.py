@@ -5,11 +5,15 @@ launch_command_parser -> launch_command with Popen / torch.distributed.run.run r
 run. Both tables are regenerated and compared verbatim, so the reference cannot drift from the code."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 import _accelerate_launch_env as gen
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parents[1] / "sub-skills" / "configuration-and-cli" / "references" / "launch-child-environment.md"
@@ -26,18 +30,12 @@ def doc():
     return DOC.read_text(encoding="utf-8")
 
 
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "\n<!-- end generated -->"
-    assert start in doc, name
-    return doc.split(start, 1)[1].split(end, 1)[0].strip()
-
-
 def test_matrix_is_the_generated_one(out):
-    assert block(MATRIX_DOC.read_text(encoding="utf-8"), "launch matrix") == out["matrix"].strip()
+    assert gb.block(MATRIX_DOC.read_text(encoding="utf-8"), "launch matrix").strip() == out["matrix"].strip()
 
 
 def test_dropped_keys_table_is_the_generated_one(out, doc):
-    assert block(doc, "dropped keys") == out["dropped"].strip()
+    assert gb.block(doc, "dropped keys").strip() == out["dropped"].strip()
 
 
 def rows(out):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _collectives_matrix as gen  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "sub-skills" / "torch-distributed" / "references" / "gloo-collectives-matrix.md"
@@ -20,14 +22,8 @@ LIVE = ["all_reduce|AVG|float32", "all_reduce|AVG|int64", "reduce|AVG|bfloat16",
         "all_reduce AVG, float16 60000 on each rank||"]
 
 
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "\n<!-- end generated -->"
-    assert start in doc, name
-    return doc.split(start, 1)[1].split(end, 1)[0].strip()
-
-
 def test_page_block_is_the_rendered_capture():
-    assert block(DOC.read_text(encoding="utf-8"), "gloo collectives") == gen.render(CAPTURE).strip()
+    assert gb.block(DOC.read_text(encoding="utf-8"), "gloo collectives").strip() == gen.render(CAPTURE).strip()
 
 
 def test_capture_is_one_full_gloo_run_of_the_pinned_torch():

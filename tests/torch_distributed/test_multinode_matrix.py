@@ -14,16 +14,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _multinode_matrix as gen  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "sub-skills" / "torch-distributed" / "references" / "multinode-rank-matrix.md"
 CAP = json.loads(gen.CAPTURE.read_text(encoding="utf-8"))
-
-
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "\n<!-- end generated -->"
-    assert start in doc, name
-    return doc.split(start, 1)[1].split(end, 1)[0].strip()
 
 
 def workers(cid, node):
@@ -32,7 +28,7 @@ def workers(cid, node):
 
 def test_page_block_is_the_rendered_capture():
     assert set(CAP) == {c[0] for c in gen.CASES}
-    assert block(DOC.read_text(encoding="utf-8"), "multinode matrix") == gen.render(CAP).strip()
+    assert gb.block(DOC.read_text(encoding="utf-8"), "multinode matrix").strip() == gen.render(CAP).strip()
 
 
 def test_capture_holds_the_stated_rules():

@@ -12,6 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _torchrun_matrix as gen  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "sub-skills" / "torch-distributed" / "references" / "torchrun-worker-matrix.md"
@@ -23,18 +25,12 @@ def out():
     return gen.generate()
 
 
-def block(doc, name):
-    start, end = f"<!-- generated: {name} -->\n", "\n<!-- end generated -->"
-    assert start in doc, name
-    return doc.split(start, 1)[1].split(end, 1)[0].strip()
-
-
 def rows(out):
     return {r.split(" | ")[1]: r for r in out["matrix"].splitlines() if r.startswith("| ") and r[2].isdigit()}
 
 
 def test_matrix_is_the_generated_one(out):
-    assert block(DOC.read_text(encoding="utf-8"), "torchrun matrix") == out["matrix"].strip()
+    assert gb.block(DOC.read_text(encoding="utf-8"), "torchrun matrix").strip() == out["matrix"].strip()
 
 
 def test_key_cells(out):
@@ -92,7 +88,7 @@ def test_row_numbers_named_in_the_prose(out):
 def test_restart_block_is_the_generated_one(out):
     """s6-mn-01: under c10d the shared store keeps MASTER_ADDR/MASTER_PORT across a restart; only
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives a new free port each round; static keeps the given port."""
-    assert block(DOC.read_text(encoding="utf-8"), "torchrun restarts") == out["restarts"].strip()
+    assert gb.block(DOC.read_text(encoding="utf-8"), "torchrun restarts").strip() == out["restarts"].strip()
     r = {x.split(" | ")[1]: x for x in out["restarts"].splitlines() if x.startswith("| ") and x[2].isdigit()}
     assert len(r) == len(gen.RESTART_CASES)
     shared, fresh, static = r["c10d, shared store (default)"], r["c10d, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"], \
