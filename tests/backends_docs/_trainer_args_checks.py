@@ -72,16 +72,23 @@ def _fmt(v):
 
 
 def probe() -> dict:
-    import logging as _logging
-    import warnings
-
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from transformers import TrainerState, TrainingArguments, __version__
     from transformers.utils import logging as tlog
 
+    # quiet only while the cases run: this probe also runs inside a pytest worker, whose later tests
+    # (and the children they start from its environment) must see transformers' usual warnings
+    before = tlog.get_verbosity()
     tlog.set_verbosity_error()
-    _logging.getLogger("transformers").setLevel(_logging.ERROR)
-    out = {"versions": {"transformers": __version__}, "cases": []}
+    try:
+        return _run_cases(TrainerState, TrainingArguments, __version__)
+    finally:
+        tlog.set_verbosity(before)
+
+
+def _run_cases(TrainerState, TrainingArguments, version) -> dict:
+    import warnings
+
+    out = {"versions": {"transformers": version}, "cases": []}
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for group, label, kw in CASES:
