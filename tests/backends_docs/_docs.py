@@ -76,7 +76,10 @@ def spans_in(cell: str):
 
 
 # ---------------------------------------------------------------- word index of the sources
-SOURCE_ROOTS = ["accelerate", "deepspeed", "torch/distributed", "torch/cuda", "torch/optim", "torch/amp"]
+SOURCE_ROOTS = ["accelerate", "deepspeed", "torch/distributed", "torch/cuda", "torch/optim", "torch/amp",
+                # the Trainer pages this sub-skill routes to (transformers 5.25.0, pinned for the tests)
+                "transformers/trainer.py", "transformers/training_args.py", "transformers/distributed",
+                "transformers/integrations/deepspeed.py", "transformers/integrations/fsdp.py"]
 
 
 @lru_cache(maxsize=None)
@@ -86,7 +89,7 @@ def source_index():
     sp = site_packages()
     words, texts = set(), {}
     for root in SOURCE_ROOTS:
-        for p in (sp / root).rglob("*.py"):
+        for p in ([sp / root] if root.endswith(".py") else (sp / root).rglob("*.py")):
             t = p.read_text(encoding="utf-8", errors="ignore")
             texts[str(p.relative_to(sp))] = t
             words.update(re.findall(r"[A-Za-z_][\w.\-]*[\w]|[A-Za-z_]", t))
