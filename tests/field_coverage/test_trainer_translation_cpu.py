@@ -95,8 +95,11 @@ FSDP2_DEFAULT = {"fsdp_version": 2, "auto_wrap_policy": "TRANSFORMER_BASED_WRAP"
                  "state_dict_type": "FULL_STATE_DICT", "reshard_after_forward": True}
 
 
-def test_fsdp_config_translation_table(tmp_path):
+def test_fsdp_config_translation_table(tmp_path, monkeypatch):
     """Every key _process_fsdp_args reads, what it becomes, and the keys it drops without a word."""
+    # cpu_ram_efficient_loading exports a variable: start without it and let monkeypatch remove it after,
+    # so later tests in this worker (and the children they start) do not inherit it
+    monkeypatch.delenv("FSDP_CPU_RAM_EFFICIENT_LOADING", raising=False)
     assert fsdp_args(tmp_path, {}) == FSDP2_DEFAULT
     assert fsdp_args(tmp_path, {"min_num_params": 5}, fsdp=False) is None  # fsdp_config alone: no FSDP
     # the `fsdp_` prefix is stripped; a string layer class becomes a one-element list, then comma-joined
