@@ -17,12 +17,12 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"claims ledger unreadable: {exc}")
         return
     terminalreporter.section("claims ledger")
-    terminalreporter.write_line(f"{'file':40} claims  run  cited  unbacked  found-wrong")
-    total = dict.fromkeys(("claims", "test", "source", "none", "found_wrong"), 0)
+    terminalreporter.write_line(f"{'file':40} claims  run  cited  unbacked  found-wrong  GPU-run")
+    total = dict.fromkeys(("claims", "test", "source", "none", "found_wrong", "device_run"), 0)
     for name, row in sorted(table.items()):
         for k in total:
             total[k] += row[k]
         terminalreporter.write_line(f"{name:40} {row['claims']:6} {row['test']:4} {row['source']:6} "
-                                    f"{row['none']:9} {row['found_wrong']:12}")
+                                    f"{row['none']:9} {row['found_wrong']:12} {row['device_run']:8}")
     terminalreporter.write_line(f"{'total':40} {total['claims']:6} {total['test']:4} {total['source']:6} "
-                                f"{total['none']:9} {total['found_wrong']:12}")
+                                f"{total['none']:9} {total['found_wrong']:12} {total['device_run']:8}")

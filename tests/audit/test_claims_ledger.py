@@ -8,6 +8,10 @@ the reference it lives in, quotes a fragment of it, and carries its evidence:
   installed package (.venv site-packages), for claims with no CPU path;
 - `none` -- not backed yet; counted per file in the terminal summary, never a failure.
 
+A claim with no CPU path may also carry `device_run: tests/device/records/<file>.json::<probe>` -- the
+probe of tests/device/gpu_probes.py that ran its code path on a GPU (a recorded run; CI has no GPU, so
+the record is checked, not re-run: tests/device/test_device_record.py). Counted as "GPU-run".
+
 A test evidence with `inspects_source: true` reads the installed source instead of running the
 path (older tests in tests/backends_docs and tests/accel_siblings); it is counted as cited, not run.
 A claim found wrong by the audit carries `found_wrong:` (what was wrong) and a test that catches it.
@@ -62,13 +66,15 @@ def evidence_kind(claim) -> str:
 def counts_per_file():
     table: dict[str, dict[str, int]] = {}
     for name, claim in LEDGER:
-        row = table.setdefault(name, {"claims": 0, "test": 0, "source": 0, "none": 0, "found_wrong": 0})
+        row = table.setdefault(name, {"claims": 0, "test": 0, "source": 0, "none": 0, "found_wrong": 0,
+                                      "device_run": 0})
         row["claims"] += 1
         kind = evidence_kind(claim)
         if kind == "test" and claim["evidence"].get("inspects_source"):
             kind = "source"
         row[kind] += 1
         row["found_wrong"] += bool(claim.get("found_wrong"))
+        row["device_run"] += bool(claim.get("device_run"))
     return table
 
 
@@ -133,3 +139,20 @@ def test_found_wrong_claims_say_what_was_wrong():
             assert isinstance(c["found_wrong"], str) and len(c["found_wrong"]) > 20, c["id"]
             assert evidence_kind(c) == "test" and not c["evidence"].get("inspects_source"), (
                 f"{c['id']}: a corrected claim needs a test that runs the path and catches it")
+
+
+def test_device_runs_name_a_recorded_probe():
+    import json
+    seen = 0
+    for _, c in LEDGER:
+        ref = c.get("device_run")
+        if not ref:
+            continue
+        seen += 1
+        for one in [ref] if isinstance(ref, str) else ref:
+            rel, _, probe = one.partition("::")
+            path = REPO / rel
+            assert rel.startswith("tests/device/records/") and path.is_file(), f"{c['id']}: no record {rel}"
+            names = {p["probe"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]}
+            assert probe in names, f"{c['id']}: {rel} has no probe {probe!r}"
+    assert seen >= 10, "the GPU-run claims lost their device_run links"
