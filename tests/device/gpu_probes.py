@@ -353,6 +353,21 @@ def p_nccl_watch_mode1():
     _watch()
 
 
+def p_nccl_watch_dump_wait_5s():
+    """TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=5000: does the ~60 s lag before the teardown shrink?"""
+    _watch(live_s=100)
+
+
+def p_nccl_watch_no_monitoring():
+    """TORCH_NCCL_ENABLE_MONITORING=0: the heartbeat monitor off."""
+    _watch(live_s=100)
+
+
+def p_nccl_watch_heartbeat_20s():
+    """TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=20."""
+    _watch(live_s=100)
+
+
 def _tf32_state(torch):
     """Measure first (a 2048^2 fp32 matmul against float64), then read each flag on its own: after the
     new fp32_precision API was used, reading the legacy allow_tf32 raises in torch >= 2.9."""
@@ -422,12 +437,15 @@ PLAN = {
     "nccl_watch_default": ({}, False),
     "nccl_watch_dump_off": ({"TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}, False),
     "nccl_watch_mode1": ({"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, False),
+    "nccl_watch_dump_wait_5s": ({"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "5000"}, False),
+    "nccl_watch_no_monitoring": ({"TORCH_NCCL_ENABLE_MONITORING": "0"}, False),
+    "nccl_watch_heartbeat_20s": ({"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "20"}, False),
     "tf32_baseline": ({}, False),
     "tf32_torch_compile": ({}, False),
     "tf32_torch_compile_tf32_false": ({}, False),
     "tf32_bf16_no_compile": ({}, False),
 }
-ENV_CLEAR = ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT",
+ENV_CLEAR = ("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC", "TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT",
              "NCCL_ASYNC_ERROR_HANDLING", "NCCL_DEBUG", "TORCH_CPP_LOG_LEVEL")
 
 
