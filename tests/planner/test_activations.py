@@ -52,7 +52,9 @@ def test_planner_activation_formula_within_10_percent(tmp_path, planner, measure
     if ck:
         args.append("--activation-checkpointing")
     rc, out, _ = run_inproc(planner.cli, *args, "--output", "json")    # the CLI path, in-process
-    planned = json.loads(out)["candidates"][0]["per_gpu_bytes"]["activations"]
+    # a sharded row: 16-bit weights, no autocast (the DDP row adds autocast's extras: tested below)
+    planned = next(c for c in json.loads(out)["candidates"]
+                   if c["strategy"] == "fsdp2" and c["offload"] == "none")["per_gpu_bytes"]["activations"]
     got = measured[(fam, seq, mbs, ck, prec)]
     assert abs(planned - got) <= 0.10 * got, (planned, got)
     if fam == "llama" or prec == "fp32":
@@ -73,3 +75,37 @@ def test_the_tiny_models_are_the_configs_the_planner_reads(tmp_path, fam):
     m, _ = build(fam, False)
     planned = plan_json("--model-config", write_config(tmp_path, LLAMA if fam == "llama" else GPT2_CFG))
     assert planned["inputs"]["params"] == sum(p.numel() for p in m.parameters())
+
+
+AUTOCAST_CASES = [(fam, seq, mbs, ck) for fam in ("llama", "gpt2") for seq, mbs in ((64, 1), (256, 3))
+                  for ck in (False, True)]
+
+
+@pytest.fixture(scope="module")
+def measured_autocast():
+    """fp32 weights under bf16 autocast (Accelerate's DDP mixed precision), CPU autocast."""
+    torch.manual_seed(0)
+    out = {}
+    for fam, seq, mbs, ck in AUTOCAST_CASES:
+        m, vocab = build(fam, ck)
+        ids, targets = torch.randint(0, vocab, (mbs, seq)), torch.randint(0, vocab, (mbs, seq))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out[(fam, seq, mbs, ck)] = saved_bytes(m.float(), ids, targets)[0]
+    return out
+
+
+@pytest.mark.parametrize("fam,seq,mbs,ck", AUTOCAST_CASES)
+def test_ddp_autocast_activations_match_the_saved_bytes(tmp_path, planner, measured_autocast, fam, seq, mbs, ck):
+    """The DDP row adds what autocast over fp32 weights saves: each linear's bf16 weight copy and the
+    fp32 residual stream's extra bytes (checkpointed: the fp32 layer inputs and the head's copy)."""
+    cfg = write_config(tmp_path, LLAMA if fam == "llama" else GPT2_CFG)
+    args = ["--model-config", cfg, "--seq-len", seq, "--micro-batch", mbs, "--precision", "bf16",
+            "--gpus-per-node", 1]
+    if ck:
+        args.append("--activation-checkpointing")
+    rc, out, _ = run_inproc(planner.cli, *args, "--output", "json")
+    rows = {c["strategy"]: c["per_gpu_bytes"] for c in json.loads(out)["candidates"] if c["offload"] == "none"}
+    got = measured_autocast[(fam, seq, mbs, ck)]
+    assert abs(rows["ddp"]["activations"] - got) <= 0.02 * got, (rows["ddp"]["activations"], got)
+    # the sharded rows keep 16-bit weights (no autocast copies): their figure is the smaller one
+    assert rows["fsdp2"]["activations"] < rows["ddp"]["activations"]

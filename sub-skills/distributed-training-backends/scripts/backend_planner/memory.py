@@ -3,6 +3,8 @@ per-GPU, host and communication bytes of one candidate (strategy + offload).
 The arithmetic is explained in ../../references/memory-planning.md."""
 from __future__ import annotations
 
+import math
+
 from .common import GIB, ceil_div
 from .shapes import Arch
 
@@ -53,6 +55,37 @@ def activation_bytes(arch: Arch, seq: int, mbs: int, w: int, checkpointing: bool
         saved = arch.layers * per_layer + final
         workspace = 0
     workspace += t * arch.vocab * 4                         # gradient of the fp32 logits
+    return saved, workspace
+
+
+# Under autocast with fp32 weights (Accelerate's DDP mixed precision) the residual stream stays fp32,
+# so some tensors the bf16-weight formula counts at w bytes are saved in fp32: per token, per layer,
+# and once for the final norm (h-bytes; measured by tests/planner/test_activations.py on the same
+# decoders under CPU autocast, and checked against one H100 run: memory-planning.md).
+AUTOCAST_FP32_EXTRA = {"gpt2": (4, 2), "llama": (10, 2)}
+
+
+def autocast_extra_bytes(arch: Arch, seq: int, mbs: int, checkpointing: bool):
+    """(saved, workspace) bytes that autocast over fp32 weights adds to activation_bytes(w=2).
+
+    Every linear saves the 16-bit copy of its weight that autocast made (2 bytes per matmul
+    parameter; embedding lookups are not cast, a tied head is). With per-layer checkpointing the
+    layers keep only their fp32 input (2 more bytes per hidden unit than a 16-bit one), only the
+    head's copy stays saved, and one recomputed layer's copies and fp32 extras are workspace."""
+    t = seq * mbs
+    h = arch.hidden
+    per_layer_h, final_h = AUTOCAST_FP32_EXTRA["gpt2" if arch.family == "gpt2" else "llama"]
+    matmul = {name: sum(math.prod(s) for s in shapes if len(s) == 2) * n
+              for name, shapes, n in arch.modules() if name not in ("embed_tokens", "wpe")}
+    head = arch.vocab * h                                # lm_head, or the tied wte used as the head
+    matmul_params = sum(matmul.values())
+    layer_params = sum(v for k, v in matmul.items() if k not in ("wte", "lm_head")) // max(arch.layers, 1)
+    if checkpointing:
+        saved = 2 * head + t * h * (2 * arch.layers + final_h)
+        workspace = 2 * layer_params + t * h * per_layer_h
+    else:
+        saved = 2 * matmul_params + t * h * (per_layer_h * arch.layers + final_h)
+        workspace = 0
     return saved, workspace
 
 
@@ -127,7 +160,7 @@ def grads_between_boundaries(strategy, offload, *, T, N, w, largest, at_boundary
 # ----------------------------------------------------------------------------- one candidate
 
 def candidate(strategy, offload, device, level, *, params, trainable, largest, unit, G, M, N, w,
-              opt_total, s_bytes, act_saved, act_work, fp8_extra, args):
+              opt_total, s_bytes, act_saved, act_work, fp8_extra, args, autocast_extra=(0, 0)):
     P, T = params, trainable
     gpu = dict(parameters=0, gradients=0, master_weights=0, optimizer_states=0, gathered_params=0)
     host = 0
@@ -148,6 +181,8 @@ def candidate(strategy, offload, device, level, *, params, trainable, largest, u
         load_peak = G * 4 * P                # fp32 weights in every process (autocast keeps them fp32)
         comm = 2 * ring(N) * 4 * T
         why = "no sharding: every GPU holds the whole fp32 model, gradients and optimizer"
+        act_saved += autocast_extra[0]       # autocast over fp32 weights: 16-bit weight copies, fp32 residual
+        act_work += autocast_extra[1]
     elif strategy in ("zero1", "zero2", "zero3"):
         stage = int(strategy[-1])
         master = shard(4 * T)                # a separate fp32 copy, also when training in fp32

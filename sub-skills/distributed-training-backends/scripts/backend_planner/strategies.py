@@ -3,7 +3,7 @@ every candidate for the inputs and ranks them (least sharding that fits first)."
 from __future__ import annotations
 
 from .common import GIB, InputError, bundle_version
-from .memory import OPTIMIZERS, activation_bytes, candidate
+from .memory import OPTIMIZERS, activation_bytes, autocast_extra_bytes, candidate
 from .shapes import arch_from_config, infer_arch
 
 # (strategy, offload, offload_device, sharding level for the ranking)
@@ -62,17 +62,20 @@ def plan(args):
         s_bytes = OPTIMIZERS[opt]
     opt_total = int(round(s_bytes * trainable))
     act_saved, act_work = activation_bytes(arch, args.seq_len, args.micro_batch, w, args.activation_checkpointing)
+    ddp_autocast = (autocast_extra_bytes(arch, args.seq_len, args.micro_batch, args.activation_checkpointing)
+                    if prec in ("bf16", "fp16", "fp8") else (0, 0))
     fp8_extra = params if prec == "fp8" else 0          # fp8 weight copies (assumption)
 
     assumptions = [
         "GPU allocator overhead: {:.0%} of the tensors plus {:.2f} GiB per GPU for the CUDA context and "
         "library workspaces (--overhead-fraction, --reserve); not measured here".format(
             args.overhead_fraction, args.reserve / GIB),
-        "DDP: Accelerate's mixed precision is autocast, so weights, gradients and DDP's gradient buckets stay fp32",
+        "DDP: Accelerate's mixed precision is autocast, so weights, gradients and DDP's gradient buckets stay fp32; "
+        "its activations add each linear's 16-bit weight copy and the fp32 residual stream's extra bytes",
         "activations: flash/memory-efficient attention (no seq x seq matrix saved), no tensor/sequence parallelism",
-        "activations: the saved-tensor model is measured on CPU (no dropout); on an H100 the real saved bytes were "
-        "1.1-1.7x the plan for a Llama shape and 1.6-2.8x for GPT-2 with dropout, highest under DDP autocast "
-        "(memory-planning.md, GPU run): leave headroom",
+        "activations: measured on CPU without dropout; on an H100 the DDP row was within 2% of a Llama shape's "
+        "saved bytes, while a GPT-2 trained with dropout 0.1 and tanh-GELU saved 1.6-1.8x the plan "
+        "(memory-planning.md, GPU run): leave headroom for dropout models",
     ]
     if arch.assumed:
         assumptions.append("architecture inferred from the parameter count (Llama-shaped, hidden {}, {} layers); "
@@ -93,7 +96,8 @@ def plan(args):
             level = 4                        # one node: the same as full sharding, no cheaper traffic
         c = candidate(strategy, offload, device, level, params=params, trainable=trainable, largest=largest,
                       unit=unit, G=G, M=M, N=N, w=w, opt_total=opt_total, s_bytes=s_bytes,
-                      act_saved=act_saved, act_work=act_work, fp8_extra=fp8_extra, args=args)
+                      act_saved=act_saved, act_work=act_work, fp8_extra=fp8_extra, args=args,
+                      autocast_extra=ddp_autocast)
         cands.append(c)
 
     order = sorted(cands, key=lambda c: (not c["fits"], c["_level"], BACKEND_PREF[c["strategy"]],
