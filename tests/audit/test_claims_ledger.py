@@ -10,7 +10,8 @@ the reference it lives in, quotes a fragment of it, and carries its evidence:
 
 A claim with no CPU path may also carry `device_run: tests/device/records/<file>.json::<probe>` -- the
 probe of tests/device/gpu_probes.py that ran its code path on a GPU (a recorded run; CI has no GPU, so
-the record is checked, not re-run: tests/device/test_device_record.py). Counted as "GPU-run".
+the record is checked, not re-run: tests/device/test_device_record.py). Counted as "GPU-run"; a claim
+whose only evidence is such a run is not counted as unbacked.
 
 A test evidence with `inspects_source: true` reads the installed source instead of running the
 path (older tests in tests/backends_docs and tests/accel_siblings); it is counted as cited, not run.
@@ -72,7 +73,9 @@ def counts_per_file():
         kind = evidence_kind(claim)
         if kind == "test" and claim["evidence"].get("inspects_source"):
             kind = "source"
-        row[kind] += 1
+        if kind == "none" and claim.get("device_run"):
+            kind = "device_only"             # run on a GPU, recorded; nothing runs or cites it on CPU
+        row[kind] = row.get(kind, 0) + 1
         row["found_wrong"] += bool(claim.get("found_wrong"))
         row["device_run"] += bool(claim.get("device_run"))
     return table
