@@ -45,30 +45,11 @@ def _err(e):
 # Each probe body runs inside the child. It prints one RESULT line; os._exit keeps NCCL teardown
 # (which can block on a timed-out communicator) out of the measurement.
 
-def p_backend_none():
-    """init_process_group(backend=None) on a CUDA host: which device types get a backend."""
+def _backend_probe(backend):
+    """init_process_group(backend) on a CUDA host, then an all_reduce on a CPU and on a CUDA tensor."""
     import torch
     import torch.distributed as dist
-    dist.init_process_group(backend=None)
-    out = {"get_backend": dist.get_backend()}
-    for dev in ("cpu", "cuda"):
-        try:
-            t = torch.ones(2, device=dev)
-            dist.all_reduce(t)
-            if dev == "cuda":
-                torch.cuda.synchronize()
-            out[f"all_reduce_{dev}"] = "ok"
-        except Exception as e:  # noqa: BLE001 - the probe records whatever is raised
-            out[f"all_reduce_{dev}"] = _err(e)
-    _result(out)
-    os._exit(0)
-
-
-def p_backend_both():
-    """The same with "cpu:gloo,cuda:nccl"."""
-    import torch
-    import torch.distributed as dist
-    dist.init_process_group(backend="cpu:gloo,cuda:nccl")
+    dist.init_process_group(backend=backend)
     out = {"get_backend": dist.get_backend()}
     for dev in ("cpu", "cuda"):
         try:
@@ -77,10 +58,20 @@ def p_backend_both():
             if dev == "cuda":
                 torch.cuda.synchronize()
             out[f"all_reduce_{dev}"] = "ok" if t[0].item() == 1 else f"value {t.tolist()}"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the probe records whatever is raised
             out[f"all_reduce_{dev}"] = _err(e)
     _result(out)
     os._exit(0)
+
+
+def p_backend_none():
+    """backend=None on a CUDA host: which device types get a backend."""
+    _backend_probe(None)
+
+
+def p_backend_both():
+    """The same with "cpu:gloo,cuda:nccl"."""
+    _backend_probe("cpu:gloo,cuda:nccl")
 
 
 def p_default_timeouts():
