@@ -31,6 +31,7 @@ REFS = ROOT / "sub-skills" / "training-loop-integration" / "references"
 PAGE = {"acc-methods-state": REFS / "accelerator-methods.md",
         "acc-methods-step": REFS / "accelerator-methods.md",
         "acc-methods-comm": REFS / "accelerator-comm-methods.md",
+        "acc-methods-objects": REFS / "accelerator-comm-methods.md",
         "acc-methods-model": REFS / "accelerator-model-access.md",
         "acc-methods-fsdp2-root": REFS / "fsdp2-forward-before-step.md"}
 EXT = ROOT / ".torch_extensions_acc_methods"   # private: a stale lock in a shared cache hangs deepspeed
@@ -152,6 +153,65 @@ STEP_ROWS = [
     ("save(obj, path per rank)", "`save(obj, f\"obj_rank{r}.pt\")` on every rank: files"),
     ("free_memory(model, optimizer)", "`free_memory(model, optimizer)`"),
 ]
+
+
+# Python objects and nested containers: run under 1 process and MULTI_CPU only (the object gather is
+# torch.distributed.all_gather_object on every torch.distributed type, utils/operations.py::gather_object)
+OBJ_ROWS = [
+    ("obj: gather_object(list of str)", "`gather_object(strs)`, `strs` = `[f\"s{i}\" for i in batch]`"),
+    ("obj: gather_for_metrics(list of str)", "`gather_for_metrics(strs)`"),
+    ("obj: gather_object(tuple of lists)", "`gather_object((preds, refs))`, `preds`/`refs` = `p{i}`/`r{i}` lists"),
+    ("obj: gather_for_metrics(tuple of lists)", "`gather_for_metrics((preds, refs))`"),
+    ("obj: gather_for_metrics(dict of lists)", "`gather_for_metrics({\"p\": preds, \"r\": refs})`"),
+    ("obj: gather_for_metrics(list of dicts)", "`gather_for_metrics([{\"id\": i} for i in batch])`"),
+    ("obj: gather(list of tensors)", "`gather([batch, batch * 10])`"),
+    ("obj: gather_for_metrics(list of tensors)", "`gather_for_metrics([batch, batch * 10])`"),
+    ("obj: gather_for_metrics(tensor, use_gather_object=True)", "`gather_for_metrics(batch, use_gather_object=True)`"),
+    ("obj: gather(list of str)", "`gather(strs)`"),
+    ("obj: pad_across_processes(list of str)", "`pad_across_processes(strs)`"),
+    ("obj: gather_object(str)", "`gather_object(f\"s{r}\")` (a bare string, outside the loop)"),
+    ("obj: gather_object(int)", "`gather_object(r)` (an int, outside the loop)"),
+]
+
+
+def fmt_obj(v) -> str:
+    """A gathered Python object: tuples named, lists of 0-dim tensors and of dicts shortened."""
+    if isinstance(v, dict) and "tuple" in v:
+        return "tuple (" + ", ".join(fmt_obj(x) for x in v["tuple"]) + ")"
+    if isinstance(v, dict) and "list" in v and v["list"] and all(isinstance(x, dict) for x in v["list"]):
+        xs = v["list"]
+        if all("T" in x and x["T"] == [] for x in xs):
+            return f"list of {len(xs)} 0-dim {xs[0]['dtype']} tensors `{[int(x['v'][0]) for x in xs]}`"
+        if all("dict" in x for x in xs):
+            return f"list of {len(xs)} dicts `" + json.dumps([x["dict"] for x in xs]) + "`"
+        return "[" + ", ".join(fmt_obj(x) for x in xs) + "]"
+    return fmt(v)
+
+
+def _obj_cell(rank: dict, key: str, notes: Notes) -> str:
+    c = rank[key]
+    if not c["ok"]:
+        return f"**{c['err']}** {notes.ref(c['msg'])} · {_coll(c['coll'])}"
+    v = c["v"]
+    if key.endswith("outside the loop)") or not isinstance(v, list):
+        res = fmt_obj(v)
+    elif len(v) == 1:
+        res = fmt_obj(v[0])
+    else:
+        res = "; ".join(f"batch {i + 1}: {fmt_obj(x)}" for i, x in enumerate(v))
+    return f"{res} · {_coll(c['coll'])}"
+
+
+def _obj_table(data: dict, notes: Notes) -> str:
+    head = ("| Call, on every batch of the loop | 2 processes (MULTI_CPU, gloo): the one batch | "
+            "1 process: its two batches |\n| --- | --- | --- |\n")
+    out = []
+    for key, label in OBJ_ROWS:
+        ranks = [data["multi_cpu"][r] for r in sorted(data["multi_cpu"])]
+        texts = [_obj_cell(r, key, notes) for r in ranks]
+        multi = texts[0] if len(set(texts)) == 1 else "; ".join(f"r{i}: {t}" for i, t in enumerate(texts))
+        out.append(f"| {label} | {multi} | {_obj_cell(data['single']['rank0'], key, notes)} |\n")
+    return head + "".join(out)
 
 
 class Notes:
@@ -298,6 +358,8 @@ def _notes_block(notes: Notes, offset: int) -> str:
 def render(data: dict) -> dict:
     n1, n2, n3 = Notes(), Notes(), Notes()
     comm = _merged_table(data, COMM_ROWS, n1)
+    n0 = Notes()
+    objects = _renumber(_obj_table(data, n0), n0, len(n1.texts))
     k = [key for key, _ in STEP_ROWS].index(MODEL_FROM)
     # one numbering across the tables: each table's notes continue the previous one's
     off2 = len(n1.texts)
@@ -322,6 +384,7 @@ def render(data: dict) -> dict:
     return {"acc-methods-fsdp2-root": root,
             "acc-methods-state": state,
             "acc-methods-comm": comm + "\n" + n1.block(),
+            "acc-methods-objects": objects + "\n" + _notes_block(n0, len(n1.texts)),
             "acc-methods-step": step + "\n" + _notes_block(n2, off2),
             "acc-methods-model": model + "\n" + _notes_block(n3, off3)}
 

@@ -239,6 +239,7 @@ call("gather_for_metrics(list, use_gather_object=True) in eval loop",
 call("gather_for_metrics(list of str) outside a loop", lambda: acc.gather_for_metrics([f"r{RANK}"]))
 call("gather_for_metrics(tensor) outside a loop", lambda: summ(acc.gather_for_metrics(torch.tensor([RANK]))))
 
+
 # reduce, pad, broadcast
 call("reduce(t)", lambda: summ(acc.reduce(torch.tensor([1. + 2 * RANK]))))
 call("reduce(t, 'mean')", lambda: summ(acc.reduce(torch.tensor([1. + 2 * RANK]), reduction="mean")))
@@ -443,6 +444,38 @@ def free():
 
 
 call("free_memory(model, optimizer)", free)
+# Python objects and nested containers (1 process and MULTI_CPU only; last, so its loader leaves the
+# rows above unchanged): a prepared loader over range(9) with
+# batch 5, so on 2 ranks the only batch is uneven (rank 1 gets 5-8 plus sample 0 again); one entry per batch.
+if SETUP in ("single", "multi_cpu"):
+    from accelerate.utils import gather_object
+    obj_dl = acc.prepare(torch.utils.data.DataLoader(range(9), batch_size=5))
+
+    def per_batch(fn):
+        return [summ(fn([int(i) for i in b], b)) for b in obj_dl]
+
+    def p_r(ids):
+        return [f"p{i}" for i in ids], [f"r{i}" for i in ids]
+
+    OBJ_CALLS = {
+        "obj: gather_object(list of str)": lambda ids, b: gather_object([f"s{i}" for i in ids]),
+        "obj: gather_for_metrics(list of str)": lambda ids, b: acc.gather_for_metrics([f"s{i}" for i in ids]),
+        "obj: gather_object(tuple of lists)": lambda ids, b: gather_object(p_r(ids)),
+        "obj: gather_for_metrics(tuple of lists)": lambda ids, b: acc.gather_for_metrics(p_r(ids)),
+        "obj: gather_for_metrics(dict of lists)": lambda ids, b: acc.gather_for_metrics(dict(zip("pr", p_r(ids)))),
+        "obj: gather_for_metrics(list of dicts)": lambda ids, b: acc.gather_for_metrics([{"id": i} for i in ids]),
+        "obj: gather(list of tensors)": lambda ids, b: acc.gather([b, b * 10]),
+        "obj: gather_for_metrics(list of tensors)": lambda ids, b: acc.gather_for_metrics([b, b * 10]),
+        "obj: gather_for_metrics(tensor, use_gather_object=True)":
+            lambda ids, b: acc.gather_for_metrics(b, use_gather_object=True),
+        "obj: gather(list of str)": lambda ids, b: acc.gather([f"s{i}" for i in ids]),
+        "obj: pad_across_processes(list of str)": lambda ids, b: acc.pad_across_processes([f"s{i}" for i in ids]),
+    }
+    for _name, _fn in OBJ_CALLS.items():
+        call(_name, lambda _fn=_fn: per_batch(_fn))
+    call("obj: gather_object(str)", lambda: summ(gather_object(f"s{RANK}")))
+    call("obj: gather_object(int)", lambda: summ(gather_object(RANK)))
+
 res["accelerate warnings"] = sorted(set(logs))
 (OUT / f"rank{RANK}.json").write_text(json.dumps(res, indent=1, sort_keys=True))
 acc.end_training()

@@ -126,3 +126,21 @@ def test_plain_torch_fsdp2_only_the_roots_own_parameters_stay_unsharded(data):
         same = rank["parameters() are the optimizer's"]
         assert {n for n, v in same.items() if not v} == {"4.weight", "4.bias"}   # the root's own Linear
         assert rank["next forward uses stepped weights"] is False
+
+
+def test_object_gather_flattens_one_level_and_trims_only_flat_lists(data):
+    """Set-11 miss s11-tl-a02: range(9), batch 5, 2 gloo ranks (the run is held live above)."""
+    for setup in ("single", "multi_cpu"):
+        assert all(key in data[setup]["rank0"] for key, _ in gen.OBJ_ROWS), setup
+    m = {k: _v(data, "multi_cpu", k) for k, _ in gen.OBJ_ROWS}
+    s9 = [f"s{i}" for i in range(9)]
+    assert m["obj: gather_object(list of str)"]["v"] == [{"list": s9 + ["s0"]}]      # duplicate kept
+    assert m["obj: gather_for_metrics(list of str)"]["v"] == [{"list": s9}]          # trimmed to 9
+    flat4 = m["obj: gather_for_metrics(tuple of lists)"]["v"][0]["list"]
+    assert len(flat4) == 4 and flat4[2]["list"][-1] == "p0"                          # [p0s, r0s, p1s, r1s]
+    assert m["obj: gather_for_metrics(dict of lists)"]["v"] == [{"list": ["p", "r", "p", "r"]}]
+    assert [len(t["v"]) for t in m["obj: gather_for_metrics(list of tensors)"]["v"][0]["list"]] == [9, 9]
+    assert m["obj: gather(list of str)"]["err"] == "TypeError"
+    assert m["obj: gather_object(int)"]["err"] == "TypeError"
+    one = _v(data, "single", "obj: gather_for_metrics(tuple of lists)")["v"]
+    assert [list(b) for b in one] == [["tuple"], ["tuple"]]                          # 1 process: input back
