@@ -131,6 +131,10 @@ set_log_level_from_string("info")
 for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
     os.environ.pop(var, None)
 case("no_launcher_env", lambda: deepspeed.initialize(model=torch.nn.Linear(4, 4), config={"train_batch_size": 1}))
+def _zero3_build():   # what from_pretrained does under a ZeRO-3 config (s11-fd-f04): zero.Init around the model build
+    with deepspeed.zero.Init(config_dict_or_path={"train_batch_size": 1, "zero_optimization": {"stage": 3}}):
+        torch.nn.Embedding(8, 4)
+case("zero_init_no_launcher_env", _zero3_build)
 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
 os.environ["MASTER_PORT"] = sys.argv[1]
 B = {"train_batch_size": 1}
@@ -252,6 +256,7 @@ ENGINE_PARAMS = [
     pytest.param("engine", "fp16_unfused_overflow", marks=pytest.mark.reproduces("deepspeed-fp16-unfused-grad-overflow"), id="fp16_unfused_overflow"),
     pytest.param("engine", "fp16_zero_overflow_to_min", marks=pytest.mark.reproduces("deepspeed-fp16-overflow-skip", "deepspeed-loss-scale-at-minimum"), id="fp16_zero_overflow_to_min"),
     pytest.param("engine", "no_launcher_env", marks=pytest.mark.reproduces("deepspeed-mpi-discovery-no-mpi4py"), id="no_launcher_env"),
+    pytest.param("engine", "zero_init_no_launcher_env", marks=pytest.mark.reproduces("deepspeed-mpi-discovery-no-mpi4py"), id="zero_init_no_launcher_env"),
     pytest.param("engine", "duplicate_param", marks=pytest.mark.reproduces("deepspeed-duplicate-param-in-groups"), id="duplicate_param"),
     pytest.param("engine", "universal_without_latest", marks=pytest.mark.reproduces("deepspeed-universal-latest-missing"), id="universal_without_latest"),
     pytest.param("engine", "save_16bit_zero3", marks=pytest.mark.reproduces("deepspeed-save-16bit-not-gathered"), id="save_16bit_zero3"),

@@ -171,6 +171,36 @@ def unused_param_run(**ddp_kwargs):
     return {"steps": steps, "unused_grad_is_none": model.module.unused.weight.grad is None}
 
 
+class CondCompute(nn.Module):
+    """l2 runs only when asked: conditional compute (an expert some ranks skip)."""
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(4, 4)
+        self.l2 = nn.Linear(4, 4)
+
+    def forward(self, x, use_l2):
+        h = self.l1(x)
+        return self.l2(h) if use_l2 else h
+
+
+def fsdp2_unused_run(rank, flag, pg):
+    """One fully_shard group holding l1 and l2; rank 0 uses l2, rank 1 does not; two backward passes."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    model = CondCompute()
+    fully_shard(model, mesh=DeviceMesh.from_group(pg, "cpu"))
+    if flag:
+        model.set_reduce_scatter_unused_params(True)
+
+    def steps():
+        for _ in range(2):
+            model(torch.ones(2, 4), use_l2=rank == 0).sum().backward()
+        g = model.l2.weight.grad
+        return None if g is None else round(float(g.full_tensor().abs().sum()), 4)
+    return capture(steps)
+
+
 def job_detail(rank, world, r, tmp):
     r["debug_level"] = str(dist.get_debug_level())
     g = dist.new_group(timeout=SHORT)
@@ -181,6 +211,10 @@ def job_detail(rank, world, r, tmp):
     t = torch.ones(2 if rank == 0 else 3)
     r["shape_mismatch"] = capture(lambda: dist.all_reduce(t, group=g))
     dist.barrier()
+    # s11-fd-c03: FSDP2 with a parameter used on rank 0 only, with and without set_reduce_scatter_unused_params
+    for flag in (True, False):
+        r[f"fsdp2_unused_flag_{flag}"] = fsdp2_unused_run(rank, flag, dist.new_group(timeout=SHORT))
+        dist.barrier()
     dump(r, "detail", rank, tmp)
     # torch 2.13.0+cpu: constructing DDP under DETAIL crashes the process (recorded by the test from the exit)
     from torch.nn.parallel import DistributedDataParallel as DDP

@@ -49,6 +49,13 @@ CASES = [
     ("--virtual-local-rank", "--nproc-per-node 2 --virtual-local-rank", {}, "script"),
     ("--virtual-local-rank, shell has CUDA_VISIBLE_DEVICES=4,5", "--nproc-per-node 2 --virtual-local-rank",
      {"CUDA_VISIBLE_DEVICES": "4,5"}, "script"),
+    # s11-td-i02: what an exported MASTER_* / RANK / WORLD_SIZE does (nothing: overwritten), and the PET_* form that is read
+    ("shell exports MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK", "--nproc-per-node 2",
+     {"MASTER_ADDR": "10.0.0.9", "MASTER_PORT": "<port>", "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "3"}, "script"),
+    ("shell has PET_MASTER_ADDR, PET_MASTER_PORT, no flag", "--nproc-per-node 2",
+     {"PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": "<port>"}, "script"),
+    ("shell has CUDA_VISIBLE_DEVICES=4,5 (second job on one machine)", "--nproc-per-node 2",
+     {"CUDA_VISIBLE_DEVICES": "4,5"}, "script"),
 ]
 SCRUB = {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
          "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE"}
@@ -89,7 +96,7 @@ def run_one(argstr, shell, entry, port, work, every_attempt=False):
         for k in list(os.environ):      # a clean start: what the rows show must not depend on the caller's shell
             if k in SCRUB or k.startswith(("PET_", "TORCHELASTIC_")):
                 del os.environ[k]
-        os.environ.update(shell)
+        os.environ.update({k: v.replace("<port>", str(port)) for k, v in shell.items()})
         os.environ["TRM_OUT"] = out
         parent = dict(os.environ)
         os.chdir(work)

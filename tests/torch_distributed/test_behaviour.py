@@ -431,3 +431,16 @@ def test_b43_requires_grad_changed_after_wrapping(pair):
         # a parameter frozen after wrapping behaves as an unused one: the second iteration raises
         assert "ok" in res["steps"][0] and len(res["steps"]) == 2
         assert "Expected to have finished reduction in the prior iteration" in err(res["steps"][1])
+
+
+def test_b39_fsdp2_params_used_on_some_ranks_need_set_reduce_scatter_unused_params(detail):
+    """s11-fd-c03: one fully_shard group, l2 used on rank 0 only. Without the flag each rank reduce-scatters
+    only the gradients it has (40 vs 20 floats): DETAIL names the shape mismatch on both ranks. With
+    set_reduce_scatter_unused_params(True) rank 1 adds zeros and both ranks finish with the same l2 gradient."""
+    j = [detail.rank(r, "detail") for r in (0, 1)]
+    for x in j:
+        bad = err(x["fsdp2_unused_flag_False"])
+        assert "Detected mismatch between collectives on ranks" in bad and "OpType=_REDUCE_SCATTER_BASE" in bad
+        assert "TensorShape=[40]" in bad and "TensorShape=[20]" in bad
+    good = [x["fsdp2_unused_flag_True"] for x in j]
+    assert all("ok" in g and g["ok"] for g in good) and good[0]["ok"] == good[1]["ok"]

@@ -97,6 +97,9 @@ CALLABLES = {
     "FSDP.optim_state_dict": FSDP1.optim_state_dict,
     "FullStateDictConfig": importlib.import_module("torch.distributed.fsdp").FullStateDictConfig,
     "set_gradient_divide_factor": FSDPModule.set_gradient_divide_factor,
+    # fsdp2-module-methods.md: the unused-parameters fix, called on the root after fully_shard
+    "set_reduce_scatter_unused_params": FSDPModule.set_reduce_scatter_unused_params,
+    "model.set_reduce_scatter_unused_params": FSDPModule.set_reduce_scatter_unused_params, "optimizer.step": None,
     "wait_for_everyone": importlib.import_module("accelerate").Accelerator.wait_for_everyone,
     "named_parameters": torch.nn.Module.named_parameters, "to_empty": torch.nn.Module.to_empty,
     "HuggingFaceStorageWriter": dcp.HuggingFaceStorageWriter.__init__,
@@ -138,6 +141,10 @@ OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
     "_clip_grad_norm_with_ep", "fsdp2_prepare_model", "enable_weight_tying", "limit_all_gathers",
     "backward_prefetch", "forward_prefetch", "ignored_modules", "ignored_states", "param_init_fn",
     "sync_module_states", "use_orig_params", "auto_wrap_policy", "Exception", "BaseException",
+    # fsdp2-module-methods.md: FSDPParamGroup.__init__ attributes (instance state, checked by
+    # test_fsdp_module_methods.py::test_starting_values_are_the_sources) and the custom-comm classes
+    "reduce_grads", "all_reduce_grads", "reshard_after_backward", "reduce_scatter_unused_params",
+    "unshard_in_backward", "reduce_scatter_max_input_buffers", "AllGather", "ReduceScatter",
     # DynamicRendezvousHandler's shared-store cache and server factory (torchrun-worker-matrix.md, restart section)
     *(n for n in ("_bootstrap_store_info", "_create_tcp_store_server", "_shared_tcp_store_server")
       if n in inspect.getsource(importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous"))),
@@ -310,7 +317,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 15 and TITAN.is_file()  # 9 + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
+    assert len(DOCS) == 16 and TITAN.is_file()  # 9 + fsdp2-module-methods.md + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")

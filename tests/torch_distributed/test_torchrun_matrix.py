@@ -98,3 +98,23 @@ def test_restart_block_is_the_generated_one(out):
     assert "`TORCHELASTIC_RESTART_COUNT=1`: `MASTER_ADDR=<hostname>` `MASTER_PORT=<port B>`" in fresh
     assert fresh.count("`TORCHELASTIC_USE_AGENT_STORE=False`") == 2
     assert static.count("`MASTER_ADDR=127.0.0.1` `MASTER_PORT=<port>`") == 2
+
+
+def test_exported_master_vars_are_overwritten_pet_form_is_read(out):
+    """s11-td-i02: torchrun reads --master-port / PET_MASTER_PORT, never an exported MASTER_PORT; the
+    exported MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/LOCAL_RANK are overwritten in every worker; a shell
+    CUDA_VISIBLE_DEVICES passes through while LOCAL_RANK still counts from 0."""
+    r = rows(out)
+    exported = r["shell exports MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK"].split(" | ")[5]
+    for cell in ("`MASTER_PORT=<free port>`", "`MASTER_ADDR=<hostname>`", "`RANK`: `0`, `1`", "`WORLD_SIZE=2`",
+                 "`LOCAL_RANK`: `0`, `1`", "`TORCHELASTIC_RUN_ID=<uuid>`"):
+        assert cell in exported, cell
+    pet = r["shell has PET_MASTER_ADDR, PET_MASTER_PORT, no flag"].split(" | ")[5]
+    assert "`MASTER_PORT=<port>`" in pet and "`MASTER_ADDR=127.0.0.1`" in pet and "`TORCHELASTIC_RUN_ID=none`" in pet
+    gpus = r["shell has CUDA_VISIBLE_DEVICES=4,5 (second job on one machine)"].split(" | ")[5]
+    assert "CUDA_VISIBLE_DEVICES" not in gpus and "`LOCAL_RANK`: `0`, `1`" in gpus
+    n = {k: int(v.split(" | ")[0].strip("| ")) for k, v in r.items()}
+    doc = DOC.read_text(encoding="utf-8")
+    assert f"(row {n['shell exports MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK']}: the shell's" in doc
+    assert f"(row {n['shell has PET_MASTER_ADDR, PET_MASTER_PORT, no flag']})." in doc
+    assert f"(row {n['shell has CUDA_VISIBLE_DEVICES=4,5 (second job on one machine)']}):" in doc
