@@ -30,6 +30,7 @@ RECIPES = {
     "skip": "`skip_first_batches(dl, 2)`",
     "set_epoch+skip": "`dl.set_epoch(1)`, then `skip_first_batches(dl, 2)`",
     "set_epoch+skip+iteration0": "as above, new loader forced to `iteration=0` (accelerate before the fix)",
+    "skip+set_epoch_new": "`new = skip_first_batches(dl, 2)`, then `new.set_epoch(1)` (the Trainer's order)",
 }
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 
 SAMPLER, MODE, DIR, OUT = sys.argv[1:5]
-RECIPES = ("skip", "set_epoch+skip", "set_epoch+skip+iteration0", "no_skip", "set_epoch_only")
+RECIPES = ("skip", "set_epoch+skip", "set_epoch+skip+iteration0", "skip+set_epoch_new", "no_skip")
 
 
 def _emit(obj):
@@ -75,6 +75,8 @@ def main():
         res["skipped_class"] = type(loader).__name__
         if MODE.endswith("iteration0"):   # accelerate before the fix: the new loader started at iteration 0
             loader.iteration = 0
+        if MODE.endswith("set_epoch_new"):   # the Trainer's order: skip, then set_epoch on the new loader
+            loader.set_epoch(1)
     res["batches"] = _ids(loader)
     res["next_pass"] = _ids(dl)
     dl.set_epoch(2)

@@ -35,11 +35,12 @@ def test_every_cell_ran(data):
 
 
 def test_key_rows(data):
-    """s11-ck-l02: only seedable + set_epoch + skip_first_batches replays the uninterrupted tail; the new loader
+    """s11-ck-l02: only seedable + the epoch set on the iterated loader (before skip_first_batches, or on the
+    new loader as the Trainer does) replays the uninterrupted tail; the new loader
     carries the source's iteration; forced to 0 it replays epoch 0; the default sampler replays no recipe."""
     exact = {(s, m) for s in gen.SAMPLERS for m in gen.RECIPES
              if data[s][m]["batches"] == data[s]["full"]["epochs"][1][2:]}
-    assert exact == {("seedable", "set_epoch+skip")}
+    assert exact == {("seedable", "set_epoch+skip"), ("seedable", "skip+set_epoch_new")}
     sd = data["seedable"]
     assert sd["set_epoch+skip"]["skipped_iteration"] == 1 and sd["skip"]["skipped_iteration"] == 0
     assert sd["set_epoch+skip+iteration0"]["batches"] == sd["full"]["epochs"][0][2:]
