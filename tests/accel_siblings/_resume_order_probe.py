@@ -3,7 +3,8 @@
 
 usage: _resume_order_probe.py SAMPLER MODE DIR OUT.json
   SAMPLER  default (use_seedable_sampler=False, accelerate's default) | seedable (use_seedable_sampler=True)
-           | stateful (use_stateful_dataloader=True)
+           | stateful (use_stateful_dataloader=True) | default2 (the default, run on 2 gloo ranks: RANK and
+           WORLD_SIZE set by the generator; rank r writes OUT-rank<r>.json for r > 0)
   MODE     full    uninterrupted: epochs 0, 1 and 2, the prepared loader iterated three times
            save    epoch 0, then 2 batches of epoch 1, then accelerator.save_state(DIR)
            RECIPE  a fresh process: set_seed(0), Accelerator, prepare, load_state(DIR), then the recipe
@@ -17,6 +18,9 @@ import os
 import sys
 
 SAMPLER, MODE, DIR, OUT = sys.argv[1:5]
+RANK = int(os.environ.get("RANK", "0"))
+if RANK:   # several ranks (SAMPLER default2 under a 2-rank environment): one file per rank
+    OUT = OUT.replace(".json", f"-rank{RANK}.json")
 RECIPES = ("skip", "set_epoch+skip", "set_epoch+skip+iteration0", "skip+set_epoch_new", "no_skip")
 
 

@@ -28,7 +28,9 @@ def test_page_is_the_rendered_capture(data):
 
 
 def test_every_cell_ran(data):
-    for s in gen.SAMPLERS:
+    assert set(data["default2"]) == set(gen.TWO_RANK_MODES)
+    assert not [m for m, v in data["default2"].items() if "error" in v or "crash" in v or "rank1" not in v]
+    for s in gen.ONE_PROCESS:
         assert set(data[s]) == {"full", "save", *gen.RECIPES}, s
         assert not [m for m, v in data[s].items() if "error" in v or "crash" in v], s
     assert data["stateful"]["full"]["error"].startswith("ImportError: StatefulDataLoader is not available")
@@ -38,7 +40,7 @@ def test_key_rows(data):
     """s11-ck-l02: only seedable + the epoch set on the iterated loader (before skip_first_batches, or on the
     new loader as the Trainer does) replays the uninterrupted tail; the new loader
     carries the source's iteration; forced to 0 it replays epoch 0; the default sampler replays no recipe."""
-    exact = {(s, m) for s in gen.SAMPLERS for m in gen.RECIPES
+    exact = {(s, m) for s in gen.SAMPLERS for m in gen.RECIPES if m in data[s]
              if data[s][m]["batches"] == data[s]["full"]["epochs"][1][2:]}
     assert exact == {("seedable", "set_epoch+skip"), ("seedable", "skip+set_epoch_new")}
     sd = data["seedable"]
@@ -50,3 +52,8 @@ def test_key_rows(data):
     assert df["full"]["sampler_class"] == "RandomSampler" and sd["full"]["sampler_class"] == "SeedableRandomSampler"
     assert df["skip"]["batches"] == df["full"]["epochs"][2][2:]              # the RNG saved mid-epoch is past epoch 1
     assert df["save"]["files"] == ["random_states_0.pkl"] and df["skip"]["iteration_after_load"] == 0
+    two = data["default2"]   # 2 ranks, default sampler: the prepare-seeded generator restarts at epoch 0
+    e = two["full"]["epochs"]
+    for m in ("skip", "set_epoch+skip"):
+        assert two[m]["batches"] == e[0][2:] and two[m]["next_pass"] == e[1], m
+        assert two[m]["rank1"]["batches"] == two["full"]["rank1"]["epochs"][0][2:], m
