@@ -324,6 +324,33 @@ guarded("ddp_compiled_keys", ddp_compiled_keys)
 reset()
 
 
+def ddp_state_dict_forms():
+    """Under DDP (2 gloo ranks): which state-dict key form loads, strict=True, into the plain model,
+    the prepared wrapper and unwrap_model(prepared) (s11-ck-a01)."""
+    from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+    reset()
+    acc = Accelerator(cpu=True)
+    pm = acc.prepare(model())
+    wrapped = pm.state_dict()
+    stripped = dict(wrapped)
+    consume_prefix_in_state_dict_if_present(stripped, "module.")
+    forms = {"plain": model().state_dict(), "module": wrapped, "stripped": stripped}
+    targets = {"raw": model, "prepared": lambda: pm, "unwrap": lambda: acc.unwrap_model(pm)}
+    out = {"prepared": type(pm).__name__, "first_key": next(iter(wrapped))}
+    for f, sd in forms.items():
+        for t, make in targets.items():
+            try:
+                make().load_state_dict(sd, strict=True)
+                out[f"{f}->{t}"] = "loads"
+            except RuntimeError as exc:
+                out[f"{f}->{t}"] = "missing" if "Missing key(s)" in str(exc) else str(exc)[:200]
+    return out
+
+
+guarded("ddp_state_dict_forms", ddp_state_dict_forms)
+reset()
+
+
 # ---------------------------------------------------------------- part B: DeepSpeed
 def ds_accum(stage):
     """ZeRO stage `stage`, fp32, gradient_accumulation_steps 2, two micro-batches per rank."""

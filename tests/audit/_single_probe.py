@@ -603,6 +603,30 @@ def _():
             "json_compute_environment": str(loaded.compute_environment)}
 
 
+# ------------------------------------------------------------------ mid-epoch resume order (s11-ck-l02)
+@case("skip_first_batches_iteration")
+def _():
+    from accelerate.utils import DataLoaderConfiguration
+    from torch.utils.data import DataLoader, TensorDataset
+    set_seed(0)
+    acc = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True))
+    dl = acc.prepare(DataLoader(TensorDataset(torch.arange(12)), batch_size=2, shuffle=True))
+    ids = lambda loader: [[int(v) for v in b[0]] for b in loader]  # noqa: E731
+    epochs = [ids(dl) for _ in range(2)]
+    dl.set_epoch(0)   # a fresh process: the prepared loader's iteration is 0
+    r = {"epochs": epochs, "fresh_skip_iteration": acc.skip_first_batches(dl, 2).iteration}
+    r["fresh_skip"] = ids(acc.skip_first_batches(dl, 2))
+    dl.set_epoch(1)
+    skipped = acc.skip_first_batches(dl, 2)
+    r["set_epoch_skip_iteration"] = skipped.iteration
+    r["set_epoch_skip"] = ids(skipped)
+    old = acc.skip_first_batches(dl, 2)
+    old.iteration = 0   # accelerate before the fix: the new loader started at iteration 0
+    r["iteration0_skip"] = ids(old)
+    r["source_iteration_after"] = dl.iteration
+    return r
+
+
 
 # the launch, environment and CLI cases live in _single_probe_launch.py (module size)
 import _single_probe_launch  # noqa: E402,F401

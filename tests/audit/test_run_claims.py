@@ -732,3 +732,29 @@ def test_accelerate_launch_reads_pet_variables(single):
 def test_rtx40_p2p_check(single):
     assert single["rtx40_p2p_check"] == {"two_4090_driver_535": False, "two_4090_driver_550_54": True,
                                          "one_4090_driver_535": True, "two_a100_driver_535": True}
+
+
+def test_ddp_state_dict_key_forms(launched):
+    """s11-ck-a01 (state-dict-keys.md): on 2 gloo ranks the prepared DDP wrapper's `module.` dict loads,
+    strict, only into the prepared wrapper; a plain dict into the model before prepare or unwrap_model(model);
+    consume_prefix_in_state_dict_if_present(sd, "module.") turns the first into the second."""
+    for r in launched["ranks"]:
+        c = r["ddp_state_dict_forms"]
+        assert c["prepared"] == "DistributedDataParallel" and c["first_key"] == "module.weight"
+        loads = {k for k, v in c.items() if v == "loads"}
+        assert loads == {"plain->raw", "plain->unwrap", "module->prepared", "stripped->raw", "stripped->unwrap"}, c
+        assert c["module->raw"] == c["module->unwrap"] == c["plain->prepared"] == "missing"
+
+
+def test_skip_first_batches_passes_iteration(single):
+    """s11-ck-l02 (mid-epoch-resume.md): with the seedable sampler, skip_first_batches copies the source
+    loader's iteration, so set_epoch(1) first replays epoch 1's tail; from iteration 0 (a fresh process
+    without set_epoch, or the new loader forced to 0 as before the fix) it replays epoch 0's tail."""
+    r = single["skip_first_batches_iteration"]
+    e0, e1 = r["epochs"]
+    assert e1[2:] == [[11, 0], [5, 3], [2, 9], [10, 7]]
+    assert r["set_epoch_skip_iteration"] == 1 and r["set_epoch_skip"] == e1[2:]
+    assert r["fresh_skip_iteration"] == 0 and r["fresh_skip"] == r["iteration0_skip"] == e0[2:]
+    assert r["source_iteration_after"] == 1   # the skipped pass does not advance the source loader
+    t = text(SUB / "checkpointing-and-tracking" / "references" / "mid-epoch-resume.md")
+    assert "passes `iteration=dataloader.iteration` into it" in t
