@@ -7,7 +7,10 @@ transformers 5.25.0, DS_ACCELERATOR=cpu):
   user passes none, read from the imported modules with DEEPSPEED_TIMEOUT unset and set to 45;
 - `ds optimizer defaults` (deepspeed-optimizer-classes.md): the constructor defaults of DeepSpeed's optimizer
   classes and of torch's Adam/AdamW, from `inspect.signature` of the installed classes (import only: no op is
-  built).
+  built);
+- `autotp zero` (deepspeed-autotp.md): a tiny Llama through deepspeed.initialize with
+  `tensor_parallel.autotp_size` 2 and each ZeRO stage, one training step, on 2 gloo ranks (_autotp_probe.py,
+  about 7 s).
 
 The probe runs in a child process per environment; the raw results are committed in ds_tables_capture.json and
 render() turns them into the pages' generated blocks (test_ds_tables.py compares them word for word).
@@ -32,7 +35,12 @@ PAGES = {
     "ds removed keys": DTB / "deepspeed-defaults-history.md",
     "pg timeouts": ROOT / "sub-skills" / "failure-triage" / "references" / "hangs-and-timeouts.md",
     "ds optimizer defaults": DTB / "deepspeed-optimizer-classes.md",
+    "autotp zero": DTB / "deepspeed-autotp.md",
 }
+AUTOTP_PROBE = HERE / "_autotp_probe.py"
+# AutoTP with each ZeRO stage, 2 gloo ranks, autotp_size 2; the last case feeds the two ranks different batches
+AUTOTP_CASES = [{"id": f"z{st} same batch", "stage": st, "same_batch": True} for st in (0, 1, 2, 3)] + [
+    {"id": "z3 different batches", "stage": 3, "same_batch": False}]
 sys.path.insert(0, str(HERE.parent))
 import _generated_blocks as gb  # noqa: E402
 
@@ -142,8 +150,26 @@ def run_probe(value, probe=PROBE, timeout=120):
     return json.loads(line[-1][4:])
 
 
+def run_autotp(timeout=300):
+    sys.path.insert(0, str(HERE))
+    import _ds_matrix as m
+    port = m._port()
+    procs = [subprocess.Popen([sys.executable, str(AUTOTP_PROBE), json.dumps(AUTOTP_CASES)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=m._env(m.EXT, r, 2, port)) for r in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    return m._result(*outs[0])
+
+
 def capture():
     data = {k: run_probe(v) for k, v in ENVS.items()}
+    data["autotp"] = run_autotp()
     CAPTURE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data
 
@@ -200,7 +226,20 @@ def render(data):
         d = ", ".join(f"`{n}={v}`" for n, v in o["defaults"])
         ol.append(f"| `{o['class']}` | `{o['module']}` | {d} |")
     optim = "\n".join(ol) + "\n"
-    return {"ds removed keys": removed, "pg timeouts": timeouts, "ds optimizer defaults": optim}
+    al = ["Run: 2 gloo ranks (`DS_ACCELERATOR=cpu`), a tiny Llama (`q_proj` 32 x 32, 2 key-value heads), "
+          "`\"tensor_parallel\": {\"autotp_size\": 2}`, a client `torch.optim.AdamW`, one "
+          "forward/`engine.backward`/`engine.step`:", "",
+          "| case | `q_proj` after initialize | TP ranks | DP ranks (`engine.dp_world_size`) | result |",
+          "|---|---|---|---|---|"]
+    for c in AUTOTP_CASES:
+        r = data["autotp"][c["id"]]
+        res = (f"step ok, loss finite" if r.get("step") == "ok" and r.get("loss_finite")
+               else f"`{r.get('error')}: {r.get('message')}`")
+        al.append(f"| ZeRO-{c['stage']}, {'same batch' if c['same_batch'] else 'a different batch per rank'} | "
+                  f"`{r['q_proj_type']}` {r['q_proj_local'][0]} x {r['q_proj_local'][1]} (of "
+                  f"{r['full_q_proj'][0]} x {r['full_q_proj'][1]}) | {r['tp_world']} | {r['dp_world']} | {res} |")
+    autotp = "\n".join(al) + "\n"
+    return {"ds removed keys": removed, "pg timeouts": timeouts, "ds optimizer defaults": optim, "autotp zero": autotp}
 
 
 if __name__ == "__main__":

@@ -75,5 +75,22 @@ def test_optimizer_defaults(data):
     assert "CPUAdam param is on {p.device} and must be 'cpu', make " in cpu_adam
 
 
+def test_autotp_runs_with_every_zero_stage_and_checks_the_tp_batch(data):
+    at = data["autotp"]
+    assert set(at) == {c["id"] for c in gen.AUTOTP_CASES}
+    for st in (0, 1, 2, 3):
+        r = at[f"z{st} same batch"]
+        assert r["zero_stage"] == st and r["step"] == "ok" and r["loss_finite"]
+        # the layer is split over the 2 TP ranks; ZeRO's data-parallel group is world / autotp_size
+        assert r["q_proj_local"] == [16, 32] and r["full_q_proj"] == [32, 32] and r["q_proj_type"] == "LinearLayer"
+        assert r["tp_world"] == 2 and r["dp_world"] == 1
+    bad = at["z3 different batches"]
+    assert bad["error"] == "AssertionError" and bad["message"].startswith("Data inconsistency within the TP group")
+    engine = (SITE / "runtime" / "engine.py").read_text(encoding="utf-8")
+    assert "AutoTP + ZeRO stage 3 is supported for both inference and training" in engine
+    assert "self.first_dataloader_check.remove()" in engine   # the input check runs on the first forward only
+    assert "# Tensor parallel priority: custom config > HF tp_plan > AutoTP" in engine
+
+
 def test_live_probe_matches_the_capture(data):
     assert gen.run_probe("45") == data["45"]
