@@ -39,6 +39,8 @@ def test_every_removed_key_is_refused_and_the_validator_knows_it(data):
     msg = {r["key"]: r["message"] for r in rows}
     assert msg["elasticity"].startswith("Elastic training has been removed")
     assert "'fp16', 'bf16', or 'torch_autocast'" in msg["amp"]
+    # no elastic agent either: the package is gone
+    assert not (SITE / "elasticity").exists()
     # the launcher has no elastic flags either
     for flag, res in data["unset"]["launcher_flags"].items():
         assert res == f"SystemExit 2: unrecognized arguments: {flag}"
