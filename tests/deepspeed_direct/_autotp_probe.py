@@ -1,7 +1,8 @@
 """Child process for _ds_tables.py's AutoTP rows (deepspeed 0.19.8, transformers 5.25.0, torch 2.13.0,
 DS_ACCELERATOR=cpu, 2 gloo ranks: RANK / WORLD_SIZE / MASTER_* from the caller).
 
-usage: python _autotp_probe.py CASES_JSON   (a list of {"id", "stage", "same_batch"})
+usage: python _autotp_probe.py CASES_JSON   (a list of {"id", "stage", "same_batch"}, optional "train_batch_size"
+       and "before_collectives": an error both ranks raise before any collective, so the next case still runs)
 
 A tiny Llama (4 heads, 2 key-value heads) goes through deepspeed.initialize with
 "tensor_parallel": {"autotp_size": 2} and a client torch AdamW, then one forward/backward/step. Prints one
@@ -32,6 +33,8 @@ def case(torch, deepspeed, c):
     full = tuple(model.model.layers[0].self_attn.q_proj.weight.shape)
     cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "steps_per_print": 10 ** 9,
            "tensor_parallel": {"autotp_size": 2}, "zero_optimization": {"stage": c["stage"]}}
+    if "train_batch_size" in c:
+        cfg["train_batch_size"] = c["train_batch_size"]
     rank = int(os.environ["RANK"])
     out = {"full_q_proj": list(full)}
     try:
@@ -42,7 +45,8 @@ def case(torch, deepspeed, c):
         shape = getattr(w, "ds_shape", None) if c["stage"] == 3 else None
         out.update(q_proj_type=type(q).__name__, q_proj_local=list(shape if shape is not None else w.shape),
                    tp_world=groups.get_tensor_model_parallel_world_size(),
-                   dp_world=engine.dp_world_size, zero_stage=engine.zero_optimization_stage())
+                   dp_world=engine.dp_world_size, zero_stage=engine.zero_optimization_stage(),
+                   train_batch_size=engine.train_batch_size())
         seed = 5 if c["same_batch"] else 5 + rank
         ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(seed))
         loss = engine(input_ids=ids, labels=ids).loss
@@ -61,7 +65,7 @@ def main():
     res = {}
     for c in json.loads(sys.argv[1]):
         res[c["id"]] = case(torch, deepspeed, c)
-        if "error" in res[c["id"]]:
+        if "error" in res[c["id"]] and not c.get("before_collectives"):
             break   # the other rank may wait in a collective: stop here
     if os.environ["RANK"] == "0":
         print("RESULT " + json.dumps(res))

@@ -40,6 +40,8 @@ PAGES = {
 AUTOTP_PROBE = HERE / "_autotp_probe.py"
 # AutoTP with each ZeRO stage, 2 gloo ranks, autotp_size 2; the last case feeds the two ranks different batches
 AUTOTP_CASES = [{"id": f"z{st} same batch", "stage": st, "same_batch": True} for st in (0, 1, 2, 3)] + [
+    {"id": "z1 train_batch_size micro x dp", "stage": 1, "same_batch": True, "train_batch_size": 2,
+     "before_collectives": True},
     {"id": "z3 different batches", "stage": 3, "same_batch": False}]
 sys.path.insert(0, str(HERE.parent))
 import _generated_blocks as gb  # noqa: E402
@@ -229,15 +231,23 @@ def render(data):
     al = ["Run: 2 gloo ranks (`DS_ACCELERATOR=cpu`), a tiny Llama (`q_proj` 32 x 32, 2 key-value heads), "
           "`\"tensor_parallel\": {\"autotp_size\": 2}`, a client `torch.optim.AdamW`, one "
           "forward/`engine.backward`/`engine.step`:", "",
-          "| case | `q_proj` after initialize | TP ranks | DP ranks (`engine.dp_world_size`) | result |",
-          "|---|---|---|---|---|"]
+          "| case (micro-batch 2, accumulation 1) | `q_proj` after initialize | TP ranks | DP ranks "
+          "(`engine.dp_world_size`) | `engine.train_batch_size()` | result |",
+          "|---|---|---|---|---|---|"]
     for c in AUTOTP_CASES:
         r = data["autotp"][c["id"]]
         res = (f"step ok, loss finite" if r.get("step") == "ok" and r.get("loss_finite")
                else f"`{r.get('error')}: {r.get('message')}`")
-        al.append(f"| ZeRO-{c['stage']}, {'same batch' if c['same_batch'] else 'a different batch per rank'} | "
-                  f"`{r['q_proj_type']}` {r['q_proj_local'][0]} x {r['q_proj_local'][1]} (of "
-                  f"{r['full_q_proj'][0]} x {r['full_q_proj'][1]}) | {r['tp_world']} | {r['dp_world']} | {res} |")
+        what = "same batch" if c["same_batch"] else "a different batch per rank"
+        if "train_batch_size" in c:
+            what += f", `\"train_batch_size\": {c['train_batch_size']}`"
+        if "q_proj_type" in r:
+            cells = (f"`{r['q_proj_type']}` {r['q_proj_local'][0]} x {r['q_proj_local'][1]} (of "
+                     f"{r['full_q_proj'][0]} x {r['full_q_proj'][1]}) | {r['tp_world']} | {r['dp_world']} | "
+                     f"{r['train_batch_size']}")
+        else:
+            cells = "- | - | - | -"
+        al.append(f"| ZeRO-{c['stage']}, {what} | {cells} | {res} |")
     autotp = "\n".join(al) + "\n"
     return {"ds removed keys": removed, "pg timeouts": timeouts, "ds optimizer defaults": optim, "autotp zero": autotp}
 

@@ -86,6 +86,10 @@ def test_autotp_runs_with_every_zero_stage_and_checks_the_tp_batch(data):
         # the layer is split over the 2 TP ranks; ZeRO's data-parallel group is world / autotp_size
         assert r["q_proj_local"] == [16, 32] and r["full_q_proj"] == [32, 32] and r["q_proj_type"] == "LinearLayer"
         assert r["tp_world"] == 2 and r["dp_world"] == 1
+    # the batch check counts TP ranks as data-parallel: micro 2 x accumulation 1 x world 2 = 4, and 2 is refused
+    assert all(at[f"z{st} same batch"]["train_batch_size"] == 4 for st in (0, 1, 2, 3))
+    tb = at["z1 train_batch_size micro x dp"]
+    assert tb["error"] == "AssertionError" and "2 != 2 * 1 * 2" in tb["message"]
     bad = at["z3 different batches"]
     assert bad["error"] == "AssertionError" and bad["message"].startswith("Data inconsistency within the TP group")
     engine = (SITE / "runtime" / "engine.py").read_text(encoding="utf-8")
