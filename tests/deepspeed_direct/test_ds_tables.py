@@ -46,6 +46,18 @@ def test_every_removed_key_is_refused_and_the_validator_knows_it(data):
         assert res == f"SystemExit 2: unrecognized arguments: {flag}"
 
 
+def test_triage_names_every_removed_key_refusal(data):
+    """triage_log.py recognises each message the capture recorded (elasticity's has no issue link, and two
+    others were unmatched before set 11)."""
+    sys.path.insert(0, str(HERE.parents[1] / "sub-skills" / "failure-triage" / "scripts"))
+    from triage import engine
+    cat = engine.load_catalog()
+    want = {"amp": "deepspeed-amp-section-removed", "elasticity": "deepspeed-elasticity-removed"}
+    for r in data["unset"]["removed"]:
+        res = engine.triage_text(f"deepspeed.runtime.config.DeepSpeedConfigError: {r['message']}\n", cat)
+        assert res["root_cause"]["signature"] == want.get(r["key"], "deepspeed-removed-config-block"), r["key"]
+
+
 def test_timeouts(data):
     t0, t45 = data["unset"]["timeouts"], data["45"]["timeouts"]
     assert t0["DEEPSPEED_TIMEOUT"] is None and t45["DEEPSPEED_TIMEOUT"] == "45"
