@@ -74,6 +74,19 @@ def test_timeouts(data):
     assert "dist.init_distributed(dist_backend=dist_backend,\n                          distributed_port=distributed_port,\n                          dist_init_required=dist_init_required)" in init
 
 
+def test_deepspeed_timeout_must_be_an_integer(monkeypatch):
+    # deepspeed/constants.py imports only os and datetime: run the installed file itself with the variable set
+    import runpy
+    path = str(SITE / "constants.py")
+    for value, minutes in (("45", 45), ("0", 0)):
+        monkeypatch.setenv("DEEPSPEED_TIMEOUT", value)
+        assert runpy.run_path(path)["default_pg_timeout"].total_seconds() == minutes * 60
+    for bad in ("1.5", "90s"):
+        monkeypatch.setenv("DEEPSPEED_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="invalid literal for int"):
+            runpy.run_path(path)
+
+
 def test_optimizer_defaults(data):
     opts = {o["class"]: dict(o["defaults"]) for o in data["unset"]["optimizers"]}
     assert set(opts) == {f"{m}.{n}" for m, n in gen.OPTIMIZERS}
