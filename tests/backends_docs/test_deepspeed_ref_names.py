@@ -20,7 +20,8 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "accelerate-prepare-model.md", "peft-frozen-parameters.md", "transformers-trainer-backends.md",
            "transformers-trainer-checkpoint-files.md", "transformers-trainer-args-checks.md",
            "transformers-trainer-sharded-load.md", "mixed-precision-sources.md", "deepspeed-backward-protocol.md",
-           "deepspeed-moe-groups.md", "deepspeed-op-loading.md"]
+           "deepspeed-moe-groups.md", "deepspeed-op-loading.md", "deepspeed-optimizer-classes.md",
+           "deepspeed-autotp.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "warmup_ratio": "not an argument of transformers 5.25.0 (args-checks page: its TypeError row)",
@@ -64,6 +65,11 @@ NOT_PACKAGE_NAMES = {
     "ep_size_1": "MoE group name f'ep_size_{ep_size}' (generated table)",
     "ep_size_2": "MoE group name f'ep_size_{ep_size}' (generated table)",
     "DS_BUILD_": "prefix of the DS_BUILD_<OP> install variables",
+    "--amp": "DALLE-pytorch's train_dalle.py flag (linked to its page)",
+    "--enable_elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_tables.py)",
+    "_ds_tables": "this bundle's generator (Provenance)", "ds_tables_capture": "this bundle's committed capture (Provenance)",
+    "test_ds_tables": "this bundle's test (Provenance)", "_autotp_probe": "this bundle's test probe (Provenance)",
+    "AVX2": "CPU instruction set named in DeepSpeedCPUAdam's load message", "AVX512": "CPU instruction set",
 }
 
 # Trainer command-line flags (HfArgumentParser makes one per TrainingArguments field), checked in the

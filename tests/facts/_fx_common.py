@@ -133,6 +133,11 @@ def _resolve(node, scope: _Scope) -> Optional[str]:
     return None
 
 
+def _kw_default(call):
+    """The `default=` keyword of an os.getenv / os.environ.get call, or None."""
+    return next((kw.value for kw in call.keywords if kw.arg == "default"), None)
+
+
 def _const_default(node) -> str:
     if node is None:
         return "None (unset)"
@@ -159,7 +164,25 @@ def scan_env(files: Iterable[Path]) -> Tuple[List[Dict], List[str]]:
     return hits, unresolved
 
 
+def _unit(call, parents) -> str:
+    """' (minutes)' when the env read sits inside a timedelta(minutes=...) keyword (a few levels up, through
+    int()/float()), so that a default such as DEEPSPEED_TIMEOUT's 10 carries its unit; '' otherwise."""
+    node = call
+    for _ in range(4):
+        parent = parents.get(node)
+        if parent is None:
+            return ""
+        if isinstance(parent, ast.keyword) and isinstance(parents.get(parent), ast.Call):
+            fn = parents[parent].func
+            fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            return f" ({parent.arg}, timedelta)" if fname == "timedelta" and parent.arg else ""
+        node = parent
+    return ""
+
+
 def _scan_tree(tree, f: Path, hits: List[Dict], unresolved: List[str]) -> None:
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
     def add(name_node, op, default, line, reader, scope):
         name = _resolve(name_node, scope)
         if name is None or not name or not all(ch.isalnum() or ch == "_" for ch in name):
@@ -194,11 +217,13 @@ def _scan_tree(tree, f: Path, hits: List[Dict], unresolved: List[str]) -> None:
                 if fn.attr == "setdefault":
                     add(node.args[0], "set", None, node.lineno, "os.environ.setdefault", scope)
                 else:
-                    d = node.args[1] if len(node.args) > 1 else None
-                    add(node.args[0], "read", _const_default(d), node.lineno, f"os.environ.{fn.attr}", scope)
+                    d = node.args[1] if len(node.args) > 1 else _kw_default(node)
+                    add(node.args[0], "read", _const_default(d) + _unit(node, parents), node.lineno,
+                        f"os.environ.{fn.attr}", scope)
             elif isinstance(fn, ast.Attribute) and fn.attr == "getenv" and node.args:
-                d = node.args[1] if len(node.args) > 1 else None
-                add(node.args[0], "read", _const_default(d), node.lineno, "os.getenv", scope)
+                # the default may be passed by keyword: os.getenv("DEEPSPEED_TIMEOUT", default=10)
+                d = node.args[1] if len(node.args) > 1 else _kw_default(node)
+                add(node.args[0], "read", _const_default(d) + _unit(node, parents), node.lineno, "os.getenv", scope)
             elif isinstance(fn, ast.Attribute) and fn.attr == "update" and (
                     _is_environ(fn.value) or (isinstance(fn.value, ast.Name) and "env" in fn.value.id.lower())):
                 for kw in node.keywords:

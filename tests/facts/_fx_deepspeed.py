@@ -436,3 +436,20 @@ def env_section() -> Tuple[List[Dict], List[str]]:
     files = sorted(p for p in PKG.rglob("*.py") if "csrc" not in p.parts)
     hits, unresolved = scan_env(files)
     return env_entries("deepspeed-env", hits), unresolved
+
+
+def removed_section() -> List[Dict]:
+    """Config keys deepspeed 0.19 removed: DeepSpeedConfig raises DeepSpeedConfigError on their presence
+    (_reject_removed_config_keys); the note is the message without its issue link."""
+    import deepspeed.runtime.config as dsc
+    cfg_py = PKG / "runtime" / "config.py"
+    text = cfg_py.read_text(encoding="utf-8").splitlines()
+    out = []
+    for prefix, table in (("", dsc._REMOVED_TOP_LEVEL_CONFIG_KEYS), ("zero_optimization.", dsc._REMOVED_ZERO_CONFIG_KEYS)):
+        for key, message in table.items():
+            line = next(i for i, ln in enumerate(text, 1) if ln.strip() == f'"{key}":')
+            out.append(entry("deepspeed-removed", prefix + key, "config key removed (DeepSpeedConfigError)",
+                             where_=where(cfg_py, line),
+                             note="present in any form, DeepSpeedConfig raises DeepSpeedConfigError: "
+                                  + message.split(" See https://", 1)[0].strip()))
+    return out

@@ -75,6 +75,9 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
         "KEY/KEY_DEFAULT pairs of the constants modules")
     add("deepspeed-launcher", fd.launcher_section(), "deepspeed",
         "deepspeed.launcher.runner.parse_args parser actions")
+    add("deepspeed-removed", fd.removed_section(), "deepspeed",
+        "deepspeed.runtime.config._REMOVED_TOP_LEVEL_CONFIG_KEYS / _REMOVED_ZERO_CONFIG_KEYS: keys whose presence "
+        "DeepSpeedConfig refuses")
     rows, un = fd.env_section()
     unresolved["deepspeed-env"] = un
     add("deepspeed-env", rows, "deepspeed", "AST scan of deepspeed/**.py (ops/csrc sources excluded)")

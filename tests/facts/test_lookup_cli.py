@@ -85,7 +85,7 @@ def test_list_sections_counts_match_entries():
         counts[e["s"]] = counts.get(e["s"], 0) + 1
     assert rc == 0 and {k: v["count"] for k, v in doc["sections"].items()} == counts
     assert set(counts) >= {"accelerate-launch", "accelerate-config", "accelerate-env", "accelerate-api",
-                           "deepspeed-config", "deepspeed-launcher", "deepspeed-env", "torchrun", "torch-env",
+                           "deepspeed-config", "deepspeed-launcher", "deepspeed-removed", "deepspeed-env", "torchrun", "torch-env",
                            "trainer-args", "transformers-4-to-5"}
 
 
@@ -137,3 +137,13 @@ def test_deepspeed_top_level_keys_agree_with_the_validator_schema():
     assert {"data_types.grad_accum_dtype", "checkpoint.use_node_local_storage",
             "checkpoint.parallel_write.pipeline_stage", "data_efficiency.data_sampling.dynamic_batching.max_tokens",
             "checkpoint.writer.io_buffer_size", "seq_parallel_communication_data_type"} <= full
+
+
+def test_keyword_env_default_with_its_unit_and_removed_deepspeed_keys():
+    # os.getenv("DEEPSPEED_TIMEOUT", default=10) inside timedelta(minutes=...): the table once said "None (unset)"
+    rc, out, _ = run("DEEPSPEED_TIMEOUT")
+    assert rc == 0 and "default: 10 (minutes, timedelta)" in out
+    # a key deepspeed 0.19 removed is found, in its own section, with the refusal
+    rc, out, _ = run("elasticity", "--output", "json")
+    hit = json.loads(out)["hits"][0]
+    assert rc == 0 and hit["s"] == "deepspeed-removed" and "DeepSpeedConfigError" in hit["o"]

@@ -98,7 +98,8 @@ FLIGHT_RECORDER_NAMES = {
 # Spans that are shell commands, file names or values rather than names to look up.
 NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss", "E1201", "MESSAGE",  # E1201: a glog level+date; MESSAGE: a placeholder
              "unbound_buffer", "EADDRINUSE", "MULTI_CPUS",  # failure-matrix.md: a gloo source file, an errno name, the invalid value it feeds
-             "--run", "--write"}  # the options of tests/failure_triage/generate_failure_matrix.py
+             "--run", "--write",  # the options of tests/failure_triage/generate_failure_matrix.py
+             "--ddp_timeout", "--ddp_timeout N"}  # HfArgumentParser's flag for the TrainingArguments field ddp_timeout
 
 
 def _spans(text: str) -> list[str]:

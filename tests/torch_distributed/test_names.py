@@ -254,6 +254,11 @@ for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--maste
     EXTERNAL[_flag] = "deepspeed (runner.py)"
 _DS_LAUNCH_ENV = {n for n in ("CROSS_RANK", "CROSS_SIZE")
                   if f'{n} = "{n}"' in (Path(_ds_runner.__file__).parents[1] / "constants.py").read_text()}
+# process-groups.md links DeepSpeed's default-timeout variable (read in deepspeed/constants.py)
+_DS_LAUNCH_ENV |= {n for n in ("DEEPSPEED_TIMEOUT",)
+                   if f'os.getenv("{n}"' in (Path(_ds_runner.__file__).parents[1] / "constants.py").read_text()}
+# launch-torchrun.md names the DeepSpeed config block 0.19 removed (a key of its removed-keys table)
+OTHER_API |= {k for k in ("elasticity",) if k in importlib.import_module("deepspeed.runtime.config")._REMOVED_TOP_LEVEL_CONFIG_KEYS}
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
 
