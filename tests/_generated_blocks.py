@@ -135,3 +135,19 @@ def child_env(root: Path, **extra: str) -> dict:
     env.update(OMP_NUM_THREADS="1", HF_HOME=str(root / "hf"), PYTHONHASHSEED="0")
     env.update(extra)
     return env
+
+
+class Notes:
+    """Exception texts as numbered notes under a generated table (E1, E2, ...); `|` is escaped so a
+    message cannot split a Markdown cell."""
+
+    def __init__(self):
+        self.texts: list = []
+
+    def ref(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return f"[E{self.texts.index(text) + 1}]"
+
+    def block(self) -> str:
+        return "".join(f"E{i + 1}: {t.replace('|', '&#124;')}<br>\n" for i, t in enumerate(self.texts))

@@ -214,19 +214,7 @@ def _obj_table(data: dict, notes: Notes) -> str:
     return head + "".join(out)
 
 
-class Notes:
-    """Exception texts as numbered notes under a table (E1, E2, ...)."""
-
-    def __init__(self):
-        self.texts: list = []
-
-    def ref(self, text: str) -> str:
-        if text not in self.texts:
-            self.texts.append(text)
-        return f"[E{self.texts.index(text) + 1}]"
-
-    def block(self) -> str:
-        return "".join(f"E{i + 1}: {t.replace('|', '&#124;')}<br>\n" for i, t in enumerate(self.texts))
+Notes = gb.Notes
 
 
 def fmt(v) -> str:

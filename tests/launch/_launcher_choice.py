@@ -56,17 +56,7 @@ LAUNCHERS = {"simple_launcher": "python", "multi_gpu_launcher": "torchrun", "dee
              "tpu_launcher": "xla", "tpu_pod_launcher": "xla pod", "sagemaker_launcher": "sagemaker"}
 
 
-class Notes:
-    def __init__(self):
-        self.texts: list = []
-
-    def ref(self, text: str) -> str:
-        if text not in self.texts:
-            self.texts.append(text)
-        return f"[E{self.texts.index(text) + 1}]"
-
-    def block(self) -> str:
-        return "".join(f"E{i + 1}: {t}<br>\n" for i, t in enumerate(self.texts))
+Notes = gb.Notes
 
 
 def launch_case(column: str, flags: str, tmp: Path) -> tuple:
