@@ -204,9 +204,11 @@ def test_planner_memory_record_and_the_current_planner_against_it(tmp_path):
             assert abs(saved / m["end_of_forward"] - 1) < 0.03, (m["seq"], saved, m["end_of_forward"])
         elif m["family"] == "llama":          # FSDP2: same slope, plus the root's gathered bf16 embedding and head
             assert 110 * MiB < m["end_of_forward"] - saved < 160 * MiB, (m["seq"], (m["end_of_forward"] - saved) / MiB)
-        else:                                 # GPT-2 with dropout and tanh-GELU: not planned, 1.5-1.9x
-            assert 1.5 < m["end_of_forward"] / saved < 1.9, (m["strategy"], m["seq"], m["end_of_forward"] / saved)
-    assert any("leave headroom for dropout models" in a for a in doc["assumptions"])
+        elif m["strategy"] == "fsdp2":         # GPT-2 (gelu_new, dropout 0.1 from its config): root's wte+wpe only
+            assert 80 * MiB < m["end_of_forward"] - saved < 120 * MiB, (m["seq"], (m["end_of_forward"] - saved) / MiB)
+        else:                                 # GPT-2 under DDP autocast: gelu_new's pow runs fp32 on CUDA, not planned
+            assert 1.15 < m["end_of_forward"] / saved < 1.35, (m["seq"], m["end_of_forward"] / saved)
+    assert any("leave headroom there" in a for a in doc["assumptions"])
     _has(DTB / "memory-planning.md", "re-planned against the same GPU figures the DDP `activations` row is "
          "0.98-0.99 of the real saved bytes for the Llama shape")
 

@@ -109,33 +109,36 @@ def saved_bytes(model: nn.Module, ids, targets) -> tuple[int, list]:
 class GPT2Block(nn.Module):
     """GPT-2 layout: LayerNorm, fused qkv projection with bias, causal SDPA, GELU MLP."""
 
-    def __init__(self, h: int, heads: int, ffn: int):
+    def __init__(self, h: int, heads: int, ffn: int, act=None, p_drop: float = 0.0):
         super().__init__()
         self.heads, self.d = heads, h // heads
         self.ln_1, self.ln_2 = nn.LayerNorm(h), nn.LayerNorm(h)
         self.c_attn, self.attn_proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
         self.c_fc, self.mlp_proj = nn.Linear(h, ffn), nn.Linear(ffn, h)
+        self.act = act or (lambda t: F.gelu(t, approximate="tanh"))     # default: the fused tanh GELU
+        self.drop = nn.Dropout(p_drop)                                  # GPT-2's resid_pdrop (train mode)
 
     def forward(self, x):
         b, s, h = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(h, dim=2)
         q, k, v = (t.view(b, s, self.heads, self.d).transpose(1, 2) for t in (q, k, v))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.attn_proj(a.transpose(1, 2).reshape(b, s, h))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        x = x + self.drop(self.attn_proj(a.transpose(1, 2).reshape(b, s, h)))
+        return x + self.drop(self.mlp_proj(self.act(self.c_fc(self.ln_2(x)))))
 
 
 class GPT2(nn.Module):
     def __init__(self, vocab: int, positions: int, h: int, layers: int, heads: int, ffn: int,
-                 checkpointing: bool = False):
+                 checkpointing: bool = False, act=None, p_drop: float = 0.0):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, h), nn.Embedding(positions, h)
-        self.blocks = nn.ModuleList(GPT2Block(h, heads, ffn) for _ in range(layers))
+        self.blocks = nn.ModuleList(GPT2Block(h, heads, ffn, act, p_drop) for _ in range(layers))
+        self.drop = nn.Dropout(p_drop)                                  # embd_pdrop
         self.ln_f = nn.LayerNorm(h)
         self.checkpointing = checkpointing
 
     def forward(self, ids, targets):
-        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        x = self.drop(self.wte(ids) + self.wpe(torch.arange(ids.shape[1])))
         for blk in self.blocks:
             x = checkpoint(blk, x, use_reentrant=False) if self.checkpointing else blk(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)          # tied head

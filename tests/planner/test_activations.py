@@ -16,7 +16,8 @@ from _planner_helpers import plan_json, run_inproc, write_config
 
 LLAMA = {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 8,
          "num_key_value_heads": 2, "intermediate_size": 352, "vocab_size": 512, "tie_word_embeddings": False}
-GPT2_CFG = {"model_type": "gpt2", "n_embd": 96, "n_layer": 2, "n_head": 4, "n_positions": 256, "vocab_size": 300}
+GPT2_CFG = {"model_type": "gpt2", "n_embd": 96, "n_layer": 2, "n_head": 4, "n_positions": 256, "vocab_size": 300,
+            "activation_function": "gelu_pytorch_tanh", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 CASES = [(fam, seq, mbs, ck, "bf16") for fam in ("llama", "gpt2") for seq in (64, 256) for mbs in (1, 3)
          for ck in (False, True)] + [(fam, seq, 3, ck, "fp32") for fam in ("llama", "gpt2") for seq in (64, 256)
                                      for ck in (False, True)]
@@ -109,3 +110,29 @@ def test_ddp_autocast_activations_match_the_saved_bytes(tmp_path, planner, measu
     assert abs(rows["ddp"]["activations"] - got) <= 0.02 * got, (rows["ddp"]["activations"], got)
     # the sharded rows keep 16-bit weights (no autocast copies): their figure is the smaller one
     assert rows["fsdp2"]["activations"] < rows["ddp"]["activations"]
+
+
+@pytest.mark.parametrize("act", ["gelu_new", "gelu_fast", "quick_gelu", "gelu_pytorch_tanh"])
+@pytest.mark.parametrize("p_drop", [0.0, 0.1])
+def test_python_activations_and_dropout_masks_are_planned(tmp_path, planner, act, p_drop):
+    """GPT-2 as transformers defaults it (activation_function gelu_new, resid/embd dropout 0.1): the
+    Python-formula activations keep their intermediates and each training-mode dropout keeps a bool
+    mask; the planner reads both from config.json (attention dropout: flash/memory-efficient, no mask)."""
+    from transformers.activations import ACT2FN
+    torch.manual_seed(0)
+    c = GPT2_CFG
+    m = GPT2(c["vocab_size"], c["n_positions"], c["n_embd"], c["n_layer"], c["n_head"], 4 * c["n_embd"],
+             act=ACT2FN[act], p_drop=p_drop).to(torch.bfloat16)
+    seq, mbs = 128, 2
+    ids, targets = torch.randint(0, c["vocab_size"], (mbs, seq)), torch.randint(0, c["vocab_size"], (mbs, seq))
+    got = saved_bytes(m, ids, targets)[0]
+    cfg = write_config(tmp_path, dict(c, activation_function=act, resid_pdrop=p_drop, embd_pdrop=p_drop))
+    rc, out, _ = run_inproc(planner.cli, "--model-config", cfg, "--seq-len", seq, "--micro-batch", mbs,
+                            "--precision", "bf16", "--gpus-per-node", 1, "--output", "json")
+    planned = next(c for c in json.loads(out)["candidates"]
+                   if c["strategy"] == "fsdp2" and c["offload"] == "none")["per_gpu_bytes"]["activations"]
+    # CPU keeps each dropout's keep-mask in the input dtype (w bytes), CUDA's fused dropout a bool mask
+    # (1 byte, as planned: the H100 record's FSDP2 GPT-2 rows differ from the plan by the root's gathered
+    # embeddings only, tests/device/test_device_record.py)
+    cpu_mask_extra = (2 - 1) * seq * mbs * c["n_embd"] * (2 * c["n_layer"] + 1) if p_drop else 0
+    assert abs(got - cpu_mask_extra - planned) <= 0.01 * got, (act, p_drop, planned, got - cpu_mask_extra)

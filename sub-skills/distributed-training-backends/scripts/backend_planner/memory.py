@@ -25,6 +25,13 @@ DS_NVME_BUFFERS = 5 * 100_000_000       # offload_param buffer_count 5 x buffer_
 
 # ----------------------------------------------------------------------------- activations
 
+# What a transformers activation (ACT2FN name) saves for backward, in elements of the working dtype per
+# element of its input, input included (saved_tensors_hooks on transformers 5.25.0's classes): the
+# fused kernels keep their input only; the Python formulas keep their intermediates too.
+ACT_SAVED = {"gelu": 1, "gelu_pytorch_tanh": 1, "silu": 1, "swish": 1, "relu": 1, "gelu_new": 4,
+             "gelu_fast": 7, "quick_gelu": 2, "gelu_python": 3}
+
+
 def activation_bytes(arch: Arch, seq: int, mbs: int, w: int, checkpointing: bool):
     """(bytes autograd keeps at the end of forward, extra bytes during backward) for one micro-batch.
 
@@ -40,11 +47,14 @@ def activation_bytes(arch: Arch, seq: int, mbs: int, w: int, checkpointing: bool
     h, f, a = arch.hidden, arch.ffn, arch.heads
     kv = arch.kv_heads * arch.head_dim
     qd = arch.heads * arch.head_dim
+    act_extra = (ACT_SAVED.get(arch.act, 1) - 1) * w * f     # a Python-formula activation's intermediates
     if arch.family == "gpt2":
-        per_tok = 2 * (2 * w * h + 8) + w * (3 * h + h) + 4 * a + w * 2 * f
+        per_tok = 2 * (2 * w * h + 8) + w * (3 * h + h) + 4 * a + w * 2 * f + act_extra
+        per_tok += 2 * h if arch.resid_dropout > 0 else 0   # two residual dropouts: a bool mask each
         final = t * (2 * w * h + 8) + seq * 8               # ln_f; position ids
+        final += t * h if arch.embd_dropout > 0 else 0      # embedding dropout mask
     else:
-        per_tok = 2 * (4 * h + 4 + 2 * w * h) + w * (2 * qd + 2 * kv + 4 * f) + 4 * a
+        per_tok = 2 * (4 * h + 4 + 2 * w * h) + w * (2 * qd + 2 * kv + 4 * f) + 4 * a + act_extra
         final = t * (4 * h + 4 + 2 * w * h) + 2 * seq * arch.head_dim * w   # final norm; RoPE cos and sin
     per_layer = t * per_tok
     final += t * arch.vocab * 4 + 2 * t * 8 + 4             # fp32 log_softmax output, targets, input ids, loss

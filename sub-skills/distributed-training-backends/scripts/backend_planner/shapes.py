@@ -20,12 +20,17 @@ class Arch:
                      "k_proj", "v_proj", "o_proj", "post_attention_layernorm", "gate_proj", "up_proj", "down_proj"}
 
     def __init__(self, family, hidden, layers, heads, kv_heads, ffn, vocab, tied, head_dim=None,
-                 positions=0, qkv_bias=False, o_bias=False, mlp_bias=False, assumed=False):
+                 positions=0, qkv_bias=False, o_bias=False, mlp_bias=False, assumed=False, act=None,
+                 resid_dropout=0.0, embd_dropout=0.0):
         self.family, self.hidden, self.layers, self.heads = family, hidden, layers, heads
         self.kv_heads, self.ffn, self.vocab, self.tied = kv_heads, ffn, vocab, tied
         self.head_dim = head_dim or hidden // heads
         self.positions, self.qkv_bias, self.o_bias, self.mlp_bias = positions, qkv_bias, o_bias, mlp_bias
         self.assumed = assumed
+        # MLP activation as config.json names it (transformers ACT2FN key) and the residual/embedding
+        # dropout probabilities: both change what autograd saves (memory.activation_bytes)
+        self.act = act or ("gelu_new" if family == "gpt2" else "silu")
+        self.resid_dropout, self.embd_dropout = resid_dropout, embd_dropout
 
     def modules(self):
         """[(name, [param shapes], count)] with one entry per distinct module kind."""
@@ -116,6 +121,24 @@ def _cfg_bool(cfg, key, path, default):
     return v
 
 
+def _cfg_prob(cfg, key, path, default):
+    v = cfg.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+        raise InputError(f"{path}: {key} must be a probability in [0, 1), got {v!r}")
+    return float(v)
+
+
+def _cfg_act(cfg, key, path, default):
+    v = cfg.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, str) or not v or len(v) > 64:
+        raise InputError(f"{path}: {key} must be an activation name such as 'gelu_new', got {v!r}")
+    return v
+
+
 def arch_from_config(path: str) -> Arch:
     try:
         if os.path.isdir(path):
@@ -149,7 +172,10 @@ def arch_from_config(path: str) -> Arch:
         ffn = 4 * h if ffn is None else _cfg_int(cfg, "n_inner", path)
         return Arch("gpt2", h, _cfg_int(cfg, "n_layer", path), heads, heads, ffn, _cfg_int(cfg, "vocab_size", path),
                     tied=_cfg_bool(cfg, "tie_word_embeddings", path, True),
-                    positions=_cfg_int(cfg, "n_positions", path, lo=1))
+                    positions=_cfg_int(cfg, "n_positions", path, lo=1),
+                    act=_cfg_act(cfg, "activation_function", path, "gelu_new"),      # GPT2Config defaults
+                    resid_dropout=_cfg_prob(cfg, "resid_pdrop", path, 0.1),
+                    embd_dropout=_cfg_prob(cfg, "embd_pdrop", path, 0.1))
     if mt not in LLAMA_TYPES:
         raise InputError(f"{path}: model_type {mt!r} is not supported (supported: {', '.join(SUPPORTED_TYPES)}); "
                          "pass --params and --largest-layer-params instead")
@@ -165,7 +191,8 @@ def arch_from_config(path: str) -> Arch:
     return Arch(mt, h, _cfg_int(cfg, "num_hidden_layers", path), heads, kv, _cfg_int(cfg, "intermediate_size", path),
                 _cfg_int(cfg, "vocab_size", path), tied=_cfg_bool(cfg, "tie_word_embeddings", path, False),
                 head_dim=head_dim, qkv_bias=(mt == "qwen2") or bias, o_bias=bias,
-                mlp_bias=_cfg_bool(cfg, "mlp_bias", path, False) if mt == "llama" else False)
+                mlp_bias=_cfg_bool(cfg, "mlp_bias", path, False) if mt == "llama" else False,
+                act=_cfg_act(cfg, "hidden_act", path, "silu"))
 
 
 def infer_arch(params: int, args) -> Arch:

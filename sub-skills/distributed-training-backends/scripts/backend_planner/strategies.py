@@ -3,7 +3,7 @@ every candidate for the inputs and ranks them (least sharding that fits first)."
 from __future__ import annotations
 
 from .common import GIB, InputError, bundle_version
-from .memory import OPTIMIZERS, activation_bytes, autocast_extra_bytes, candidate
+from .memory import ACT_SAVED, OPTIMIZERS, activation_bytes, autocast_extra_bytes, candidate
 from .shapes import arch_from_config, infer_arch
 
 # (strategy, offload, offload_device, sharding level for the ranking)
@@ -73,10 +73,12 @@ def plan(args):
         "DDP: Accelerate's mixed precision is autocast, so weights, gradients and DDP's gradient buckets stay fp32; "
         "its activations add each linear's 16-bit weight copy and the fp32 residual stream's extra bytes",
         "activations: flash/memory-efficient attention (no seq x seq matrix saved), no tensor/sequence parallelism",
-        "activations: measured on CPU without dropout; on an H100 the DDP row was within 2% of a Llama shape's "
-        "saved bytes, while a GPT-2 trained with dropout 0.1 and tanh-GELU saved 1.6-1.8x the plan "
-        "(memory-planning.md, GPU run): leave headroom for dropout models",
+        "activations: measured on CPU, checked on one H100 (memory-planning.md, GPU run): within 2% for a "
+        "Llama shape under DDP; Python activations under CUDA autocast (gelu_new's fp32 pow) keep more "
+        "than planned (GPT-2 DDP 1.2-1.3x): leave headroom there",
     ]
+    if arch.act not in ACT_SAVED:
+        assumptions.append(f"activation {arch.act!r} not measured: planned like a fused kernel (keeps its input only)")
     if arch.assumed:
         assumptions.append("architecture inferred from the parameter count (Llama-shaped, hidden {}, {} layers); "
                            "pass --model-config or --hidden-size/--num-layers for exact activations".format(
