@@ -16,6 +16,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _generated_blocks as gb  # noqa: E402
+
 CHILD = textwrap.dedent("""
     import json, os, torch, torch.distributed as dist
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1")
@@ -45,10 +48,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_dtensor_refusal_needs_more_than_one_process(tmp_path):
-    import os
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_", "MASTER_",
-                                                                     "ACCELERATE_"))}
-    env.update(PORT="29671", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    env = gb.child_env(tmp_path, PORT="29671", CUDA_VISIBLE_DEVICES="")
     p = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=180, env=env,
                        cwd=str(tmp_path))
     lines = [ln[2:] for ln in p.stdout.splitlines() if ln.startswith("R ")]

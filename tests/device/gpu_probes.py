@@ -99,20 +99,21 @@ def p_default_timeouts():
     os._exit(0)
 
 
-def _stalled_allreduce(timeout_s=4, device_id=True):
-    """Start an NCCL all_reduce that cannot finish before the group timeout: a GPU spin kernel runs
-    first on the current stream, and NCCL's stream waits for it."""
+def _stalled_allreduce(timeout_s=4, spin_cycles=int(4e10)):
+    """Start an NCCL all_reduce that cannot finish before the group timeout: a GPU spin kernel
+    (spin_cycles, ~20 s at ~2 GHz by default) runs first on the current stream, and NCCL's stream waits
+    for it. Prints MARK_ENQUEUED with the time the collective was enqueued."""
     import datetime
     import torch
     import torch.distributed as dist
     torch.cuda.set_device(0)
-    kw = {"device_id": torch.device("cuda:0")} if device_id else {}
-    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout_s), **kw)
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout_s), device_id=torch.device("cuda:0"))
     x = torch.ones(4, device="cuda")
     dist.all_reduce(x)  # warm: communicator up before the stall
     torch.cuda.synchronize()
-    torch.cuda._sleep(int(4e10))  # ~20 s of spinning at ~2 GHz
+    torch.cuda._sleep(spin_cycles)
     t0 = time.time()
+    print(f"MARK_ENQUEUED {t0:.3f}", flush=True)
     work = dist.all_reduce(x, async_op=True)
     return work, t0
 
@@ -311,25 +312,10 @@ def p_fsdp2_generate():
 def _watch(spin_cycles=int(1.6e10), live_s=200):
     """A collective stalled ~8 s behind a spin kernel, group timeout 4 s; then the main thread sleeps
     live_s. The parent records whether and when the process dies (rc < 0: killed by a signal)."""
-    work, t0 = _stalled_allreduce_spin(spin_cycles)
+    work, t0 = _stalled_allreduce(spin_cycles=spin_cycles)
     time.sleep(live_s)
     _result({"survived_s": round(time.time() - t0, 1), "completed": bool(work.is_completed())})
     os._exit(0)
-
-
-def _stalled_allreduce_spin(spin_cycles):
-    import datetime
-    import torch
-    import torch.distributed as dist
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=4), device_id=torch.device("cuda:0"))
-    x = torch.ones(4, device="cuda")
-    dist.all_reduce(x)
-    torch.cuda.synchronize()
-    torch.cuda._sleep(spin_cycles)
-    t0 = time.time()
-    print(f"MARK_ENQUEUED {t0:.3f}", flush=True)
-    return dist.all_reduce(x, async_op=True), t0
 
 
 def p_nccl_watch_default():
@@ -485,43 +471,52 @@ def run_one_child(name, port, timeout=None):
 
 
 def main(argv):
-    if len(argv) >= 1 and argv[0] == "list":
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n")[1])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="the probe names")
+    one = sub.add_parser("one", help="run one probe in this process (prints one RESULT line)")
+    one.add_argument("name", choices=sorted(PLAN))
+    every = sub.add_parser("all", help="every probe (or --only), one child process each")
+    every.add_argument("--out", default=".", help="folder for gpu_probes.json")
+    every.add_argument("--only", default="", help="comma-separated probe names")
+    args = ap.parse_args(argv)
+    if args.cmd == "list":
         print("\n".join(PLAN))
         return 0
-    if len(argv) == 2 and argv[0] == "one" and argv[1] in PROBES:
-        PROBES[argv[1]]()
+    if args.cmd == "one":
+        PROBES[args.name]()
         return 0
-    if len(argv) >= 1 and argv[0] == "all":
-        out_dir = argv[argv.index("--out") + 1] if "--out" in argv else "."
-        only = argv[argv.index("--only") + 1].split(",") if "--only" in argv else list(PLAN)
-        import torch
-        if not torch.cuda.is_available():
-            print("gpu_probes.py: no CUDA device here", file=sys.stderr)
-            return 2
-        import importlib.metadata as md
-        versions = {}
-        for pkg in ("torch", "accelerate", "transformers", "deepspeed"):
-            try:
-                versions[pkg] = md.version(pkg)
-            except md.PackageNotFoundError:
-                versions[pkg] = None
-        header = {"device": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability()),
-                  "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                  "python": sys.version.split()[0], "versions": versions,
-                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        names = [n for n in PLAN if n in only]
-        # the stalled-collective probes spin the GPU; run them alongside the rest, each on its own port
-        with ThreadPoolExecutor(max_workers=6) as ex:
-            recs = list(ex.map(lambda a: run_one_child(a[1], PORT0 + 7 * a[0]), enumerate(names)))
-        doc = {"header": header, "probes": recs}
-        os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, "gpu_probes.json"), "w") as f:
-            json.dump(doc, f, indent=1, default=str)
-        for r in recs:
-            print(f"{r['probe']:30s} rc={r['rc']!s:8s} {json.dumps(r['result'])[:220]}")
-        return 0
-    print(__doc__, file=sys.stderr)
-    return 2
+    only = [n for n in args.only.split(",") if n] or list(PLAN)
+    unknown = sorted(set(only) - set(PLAN))
+    if unknown:
+        print(f"gpu_probes.py: unknown probe(s) {', '.join(unknown)}; see `gpu_probes.py list`", file=sys.stderr)
+        return 2
+    import torch
+    if not torch.cuda.is_available():
+        print("gpu_probes.py: no CUDA device here", file=sys.stderr)
+        return 2
+    import importlib.metadata as md
+    versions = {}
+    for pkg in ("torch", "accelerate", "transformers", "deepspeed"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    header = {"device": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability()),
+              "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+              "python": sys.version.split()[0], "versions": versions,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    names = [n for n in PLAN if n in only]
+    # the stalled-collective probes spin the GPU; run them alongside the rest, each on its own port
+    with ThreadPoolExecutor(max_workers=6) as ex:
+        recs = list(ex.map(lambda a: run_one_child(a[1], PORT0 + 7 * a[0]), enumerate(names)))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "gpu_probes.json"), "w") as f:
+        json.dump({"header": header, "probes": recs}, f, indent=1, default=str)
+    for r in recs:
+        print(f"{r['probe']:30s} rc={r['rc']!s:8s} {json.dumps(r['result'])[:220]}")
+    return 0
 
 
 if __name__ == "__main__":

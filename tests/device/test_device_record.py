@@ -10,7 +10,6 @@ what has a CPU path (the TF32 legacy-flag error, the scripts' no-GPU exits).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import _generated_blocks as gb  # noqa: E402
 RECORDS = ROOT / "tests" / "device" / "records"
 PROBES = json.loads((RECORDS / "2026-12-06-h100-probes.json").read_text(encoding="utf-8"))
 MEMORY = json.loads((RECORDS / "2026-12-06-h100-planner-memory.json").read_text(encoding="utf-8"))
@@ -35,10 +36,9 @@ def _has(path: Path, fragment: str) -> None:
     assert " ".join(fragment.split()) in _ref(path), f"{path.name} no longer says: {fragment!r}"
 
 
-def _env_without_gpu(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_", "MASTER_"))}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", **extra)
-    return env
+def _env_without_gpu(tmp: Path, **extra):
+    """The shared probe-child environment with every GPU hidden: the no-GPU branch, forced on any machine."""
+    return gb.child_env(tmp, CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1", **extra)
 
 
 def test_record_header_names_the_gpu_and_versions():
@@ -137,7 +137,7 @@ def test_trainer_torch_compile_switches_tf32_on_through_the_new_api():
          "raises `RuntimeError`")
 
 
-def test_legacy_tf32_read_raises_after_transformers_enable_tf32_on_cpu():
+def test_legacy_tf32_read_raises_after_transformers_enable_tf32_on_cpu(tmp_path):
     """The CPU half of the TF32 claim, run here: transformers' enable_tf32 (torch >= 2.9 path) sets the
     new flag, after which torch refuses the legacy read. In a child: the flag is process-global."""
     code = (
@@ -152,25 +152,32 @@ def test_legacy_tf32_read_raises_after_transformers_enable_tf32_on_cpu():
         "except RuntimeError as e:\n"
         "    print('LEGACY raised', 'mix of the legacy and new APIs' in str(e))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
-                         env=_env_without_gpu(TRANSFORMERS_VERBOSITY="error"), cwd=str(ROOT))
+                         env=_env_without_gpu(tmp_path, TRANSFORMERS_VERBOSITY="error"), cwd=str(ROOT))
     assert out.returncode == 0, out.stderr[-800:]
     assert "NEW tf32 tf32" in out.stdout
     assert "LEGACY raised True" in out.stdout
 
 
-def test_probe_script_lists_its_probes_and_refuses_without_a_gpu():
+def test_probe_script_lists_its_probes_and_refuses_without_a_gpu(tmp_path):
     script = ROOT / "tests" / "device" / "gpu_probes.py"
     names = subprocess.run([sys.executable, str(script), "list"], capture_output=True, text=True, timeout=60)
     assert names.returncode == 0 and set(names.stdout.split()) >= set(BY_NAME)
     bad = subprocess.run([sys.executable, str(script), "one", "no_such_probe"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "gpu_probes.py" in bad.stderr
+    for argv in (["all", "--only", "nccl_watch_default,no_such_probe"], ["all", "--out"], []):
+        r = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and not r.stdout, (argv, r.stderr)
+    unknown = subprocess.run([sys.executable, str(script), "all", "--only", "no_such_probe"], capture_output=True,
+                             text=True, timeout=60)
+    assert unknown.stderr.strip().splitlines() == [
+        "gpu_probes.py: unknown probe(s) no_such_probe; see `gpu_probes.py list`"]
     # the no-GPU branch, forced: CUDA hidden on any machine
     none = subprocess.run([sys.executable, str(script), "all", "--out", "/nonexistent-unused"],
-                          capture_output=True, text=True, timeout=120, env=_env_without_gpu())
+                          capture_output=True, text=True, timeout=120, env=_env_without_gpu(tmp_path))
     assert none.returncode == 2 and "no CUDA device here" in none.stderr and not none.stdout
     bench = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_planner_gpu_memory.py")],
-                           capture_output=True, text=True, timeout=120, env=_env_without_gpu())
+                           capture_output=True, text=True, timeout=120, env=_env_without_gpu(tmp_path))
     assert bench.returncode == 2 and "needs a CUDA device" in bench.stderr
 
 
