@@ -25,7 +25,7 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "transformers-trainer-sharded-load.md", "mixed-precision-sources.md", "deepspeed-backward-protocol.md",
            "deepspeed-moe-groups.md", "deepspeed-op-loading.md", "deepspeed-optimizer-classes.md",
            "deepspeed-autotp.md", "memory-planning.md", "transformers-trainer-runtime.md",
-           "transformers-trainer-saving-eval.md"]
+           "transformers-trainer-saving-eval.md", "transformers-trainer-handoff.md", "transformers-trainer.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "ATEN_CPU_CAPABILITY": "torch's CPU-kernel dispatch variable, read by libtorch (C++), not the Python sources",
@@ -76,6 +76,7 @@ NOT_PACKAGE_NAMES = {
     "--enable_elastic_training": "named as NOT a runner flag (argparse exit 2, test_ds_tables.py)",
     "_ds_tables": "this bundle's generator (Provenance)", "ds_tables_capture": "this bundle's committed capture (Provenance)",
     "test_ds_tables": "this bundle's test (Provenance)", "_autotp_probe": "this bundle's test probe (Provenance)",
+    "ACCELERATE_DEEPSPEED_": "prefix of the ACCELERATE_DEEPSPEED_* variables the launcher exports",
     "AVX2": "CPU instruction set named in DeepSpeedCPUAdam's load message", "AVX512": "CPU instruction set",
 }
 
