@@ -1,5 +1,5 @@
 """Generator for the "How load_state reads each file" tables of
-sub-skills/checkpointing-and-tracking/references/checkpointing.md (accelerate 1.15.0, torch 2.13.0).
+sub-skills/checkpointing-and-tracking/references/load-state-files.md (accelerate 1.15.0, torch 2.13.0).
 
 One child process (this file with `probe`), 1 CPU process, no launcher: a tiny Linear model, AdamW,
 StepLR, a shuffled DataLoader, one object passed to register_for_checkpointing and a torch.amp GradScaler
@@ -33,7 +33,7 @@ import _generated_blocks as gb  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CAPTURE = HERE / "ckpt_files_capture.json"
-REF = ROOT / "sub-skills" / "checkpointing-and-tracking" / "references" / "checkpointing.md"
+REF = ROOT / "sub-skills" / "checkpointing-and-tracking" / "references" / "load-state-files.md"
 
 
 # --------------------------------------------------------------------------------------------- probe

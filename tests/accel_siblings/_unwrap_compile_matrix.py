@@ -1,5 +1,5 @@
 """Generator for the "unwrap_model and compiled submodules" table of
-sub-skills/checkpointing-and-tracking/references/checkpointing.md (accelerate 1.15.0, torch 2.13.0; set 7, s7-acb-06).
+sub-skills/checkpointing-and-tracking/references/compiled-models.md (accelerate 1.15.0, torch 2.13.0; set 7, s7-acb-06).
 
 One child process (this file with `probe`), CPU, one process, no forward pass (torch.compile wraps lazily, so
 backend="eager" costs nothing): a model `Net` with children `enc` and `head` (Linear layers) compiled in four
@@ -24,7 +24,7 @@ import _generated_blocks as gb  # noqa: E402
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CAPTURE = HERE / "unwrap_compile_capture.json"
-REF = ROOT / "sub-skills" / "checkpointing-and-tracking" / "references" / "checkpointing.md"
+REF = ROOT / "sub-skills" / "checkpointing-and-tracking" / "references" / "compiled-models.md"
 PLACES = ["nothing compiled", "top level: torch.compile(model)", "submodule: model.enc = torch.compile(model.enc)",
           "submodule in place: model.enc.compile()", "both: compiled submodule, then torch.compile(model)",
           "accelerate compile_regions(model) (Net has no repeated block: the whole model is wrapped)"]

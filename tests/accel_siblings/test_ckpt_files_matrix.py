@@ -1,4 +1,4 @@
-"""checkpointing.md#how-load_state-reads-each-file is what accelerate 1.15.0 really does (set 6, s6-ck-01):
+"""load-state-files.md#how-load_state-reads-each-file is what accelerate 1.15.0 really does (set 6, s6-ck-01):
 _ckpt_files_matrix.py ran save_state/load_state on CPU with every file intact, broken and missing, and the
 RNG file with the numpy < 1.25 branch forced; its capture is committed. The reference's generated blocks
 must equal the rendering of the capture word for word, and the probe is rerun live (one child process,

@@ -1,4 +1,4 @@
-"""checkpointing.md#unwrap_model-and-compiled-submodules is what accelerate 1.15.0 does (set 7, s7-acb-06):
+"""compiled-models.md#unwrap_model-and-compiled-submodules is what accelerate 1.15.0 does (set 7, s7-acb-06):
 _unwrap_compile_matrix.py prepared and unwrapped a model compiled in six places; its capture is committed.
 The reference's generated block must equal the rendering of the capture; the probe is rerun live in
 tests/backends_docs/test_trainer_state_matrix.py::test_live_probe_reproduces_the_capture (same child as the
