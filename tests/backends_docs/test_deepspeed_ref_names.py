@@ -25,7 +25,8 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "transformers-trainer-sharded-load.md", "mixed-precision-sources.md", "deepspeed-backward-protocol.md",
            "deepspeed-moe-groups.md", "deepspeed-op-loading.md", "deepspeed-optimizer-classes.md",
            "deepspeed-autotp.md", "memory-planning.md", "transformers-trainer-runtime.md",
-           "transformers-trainer-saving-eval.md", "transformers-trainer-handoff.md", "transformers-trainer.md"]
+           "transformers-trainer-saving-eval.md", "transformers-trainer-handoff.md", "transformers-trainer.md",
+           "transformers-trainer-ddp-args.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "ATEN_CPU_CAPABILITY": "torch's CPU-kernel dispatch variable, read by libtorch (C++), not the Python sources",

@@ -133,7 +133,7 @@ def test_trainer_torch_compile_switches_tf32_on_through_the_new_api():
     off = BY_NAME["tf32_torch_compile_tf32_false"]["result"]["after_training_arguments"]
     assert off["tf32_in_effect"] is False and off["backends_fp32_precision"] == "ieee"
     assert BY_NAME["tf32_bf16_no_compile"]["result"]["after_training_arguments"]["tf32_in_effect"] is False
-    _has(DTB / "transformers-trainer-runtime.md", "reading the legacy `torch.backends.cuda.matmul.allow_tf32` "
+    _has(DTB / "transformers-trainer-ddp-args.md", "reading the legacy `torch.backends.cuda.matmul.allow_tf32` "
          "raises `RuntimeError`")
 
 
