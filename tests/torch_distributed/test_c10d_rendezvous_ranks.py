@@ -1,5 +1,5 @@
 """How torch 2.13.0's c10d rendezvous numbers the nodes and which address the workers get as
-MASTER_ADDR (sub-skills/torch-distributed/references/launch-torchrun.md, "Which node becomes rank 0").
+MASTER_ADDR (sub-skills/torch-distributed/references/torchrun-multinode-slurm.md, "Which node becomes rank 0").
 
 Two real DynamicRendezvousHandler objects (the handler torchrun builds for --rdzv-backend c10d) meet
 in one process through a TCPStore on 127.0.0.1, one thread each: the node whose address sorts
@@ -20,7 +20,7 @@ from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRen
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 from torch.distributed.launcher.api import _get_addr_and_port
 
-DOC = Path(__file__).resolve().parents[2] / "sub-skills" / "torch-distributed" / "references" / "launch-torchrun.md"
+DOC = Path(__file__).resolve().parents[2] / "sub-skills" / "torch-distributed" / "references" / "torchrun-multinode-slurm.md"
 
 
 @pytest.fixture(scope="module")
