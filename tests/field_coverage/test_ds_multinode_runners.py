@@ -23,7 +23,9 @@ LAUNCH_DIR = "LAUNCHER_DIR"
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("dsmultinode")
-    env = dict(os.environ, DS_ACCELERATOR="cpu")
+    # without an inherited OMP_NUM_THREADS (an in-process Accelerator of an earlier test may export it): the
+    # probe records the variables launch.py itself sets for each rank
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"} | {"DS_ACCELERATOR": "cpu"}
     proc = subprocess.run([sys.executable, str(HERE / "_ds_multinode_probe.py"), str(scratch)], env=env,
                           cwd=scratch, capture_output=True, text=True, timeout=300)
     out = result(proc)
