@@ -470,7 +470,7 @@ def test_b45_syncbatchnorm_with_a_group_cpu_training_raises_eval_is_plain_bn(det
         assert s["eval_cpu_equals_plain_bn"] is True
 
 
-def test_b46_syncbatchnorm_without_a_process_group_is_plain_batchnorm():
+def test_b46_syncbatchnorm_without_a_process_group_is_plain_batchnorm(tmp_path):
     import torch
     import torch.distributed as dist
     assert not dist.is_initialized()
@@ -480,6 +480,18 @@ def test_b46_syncbatchnorm_without_a_process_group_is_plain_batchnorm():
     x = torch.randn(4, 3, 2, 2)
     assert torch.allclose(sbn(x), bn(x))                      # training mode, CPU input: no error, no sync
     assert torch.allclose(sbn.running_mean, bn.running_mean)
+    # with a group initialised the device is checked before the world size: world size 1 + CPU still raises
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        try:
+            sbn(x)
+            raised = None
+        except ValueError as e:
+            raised = str(e)
+        assert raised == "SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone"
+        assert torch.allclose(sbn.eval()(x), bn.eval()(x))   # eval mode: running statistics, no check
+    finally:
+        dist.destroy_process_group()
 
 
 def test_b47_ddp_does_not_sync_optimizer_state_on_resume(pair):
