@@ -296,7 +296,7 @@ def ddp_ctor(module, **kw):
     return model, [f"{w.category.__name__}: {w.message}" for w in caught]
 
 
-def resume_run(rank, tmp, every_rank):
+def resume_run(rank, tmp, every_rank, model_after_wrap=False):
     """Rank 0 saves model + Adam state; on resume the model state is loaded on rank 0 only (DDP's
     construction broadcast makes the replicas equal), the optimizer state on rank 0 only or on every rank."""
     path = os.path.join(tmp, "resume.pt")
@@ -311,9 +311,11 @@ def resume_run(rank, tmp, every_rank):
     ck = torch.load(path, map_location="cpu")
     torch.manual_seed(rank + 7)
     m = nn.Linear(3, 1)
-    if rank == 0:
+    if rank == 0 and not model_after_wrap:
         m.load_state_dict(ck["model"])
     model, _ = ddp_ctor(m)
+    if rank == 0 and model_after_wrap:
+        model.module.load_state_dict(ck["model"])   # after wrapping: nothing broadcasts it any more
     opt = torch.optim.Adam(model.parameters(), lr=0.1)
     if every_rank or rank == 0:
         opt.load_state_dict(ck["optimizer"])
@@ -391,6 +393,7 @@ def job_ddp(rank, world, r, tmp):
     # s12-ck-e09: resume; DDP broadcasts parameters/buffers at construction, never optimizer state
     r["resume_optimizer_rank0_only"] = resume_run(rank, tmp, every_rank=False)
     r["resume_optimizer_every_rank"] = resume_run(rank, tmp, every_rank=True)
+    r["resume_model_after_wrap_rank0_only"] = resume_run(rank, tmp, every_rank=True, model_after_wrap=True)
 
     # communication hook: a hook that sums instead of averaging
     def sum_hook(state, bucket):

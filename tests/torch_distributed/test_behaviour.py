@@ -501,4 +501,6 @@ def test_b47_ddp_does_not_sync_optimizer_state_on_resume(pair):
         assert only0["equal_after_wrap"] and every["equal_after_wrap"]   # model loaded on rank 0 only: DDP broadcast
         assert only0["equal_after_one_step"] is False                     # Adam state on rank 0 only: replicas differ
         assert every["equal_after_one_step"] is True
+        late = ok(j, r, "resume_model_after_wrap_rank0_only")
+        assert late["equal_after_wrap"] is False and late["equal_after_one_step"] is False
     assert pair.rank(1, "pair")["resume_optimizer_rank0_only"]["opt_state_len"] == 0
