@@ -201,6 +201,65 @@ def fsdp2_unused_run(rank, flag, pg):
     return capture(steps)
 
 
+# --------------------------------------------------------------------------- s12: barrier pairing, SyncBatchNorm
+
+def barrier_in_main_only_branch(rank, tmp, tag):
+    """s12-fd-k04: rank 0 calls barrier() inside main-only work; every rank then calls barrier().
+
+    Barriers carry no call-site identity: rank 1's "wait for main" barrier pairs with rank 0's inner
+    one, so rank 1 goes on before the file exists. Rank 1 then calls one extra barrier so the counts
+    line up again (the real bug leaves them shifted)."""
+    path = os.path.join(tmp, f"tokenizer.{tag}")
+    dist.barrier()
+    t0 = time.time()
+    if rank == 0:
+        dist.barrier()                     # nested "run on main" helper that synchronises
+        time.sleep(0.4)
+        open(path, "w").close()
+    dist.barrier()                         # the barrier every rank reaches
+    out = {"passed_s": round(time.time() - t0, 2), "file_existed": os.path.exists(path)}
+    if rank == 1:
+        dist.barrier()                     # realign with rank 0's second barrier
+    dist.barrier()
+    return out
+
+
+def shifted_count_next_collective(rank):
+    """s12-fd-k04 under DETAIL: the shifted count surfaces at the next collective of another type."""
+    g = dist.new_group(timeout=SHORT)
+    t = torch.ones(2)
+    def seq():
+        if rank == 0:
+            dist.barrier(group=g)          # inner barrier (main-only work)
+            dist.barrier(group=g)          # barrier for every rank
+        else:
+            dist.barrier(group=g)          # released by rank 0's inner barrier
+        dist.all_reduce(t, group=g)        # rank 1 meets rank 0's second barrier here
+    return capture(seq)
+
+
+def syncbn_probe(rank):
+    """s12-td-g01 / s12-td-i03: SyncBatchNorm with an initialised 2-rank gloo group, CPU tensors."""
+    out = {}
+    bn = nn.BatchNorm1d(3)
+    sbn = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(bn))[0]
+    out["type"] = type(sbn).__name__
+    out["weight_is_same_object"] = sbn.weight is bn.weight
+    out["bias_is_same_object"] = sbn.bias is bn.bias
+    out["running_mean_is_same_object"] = sbn.running_mean is bn.running_mean
+    out["process_group_default"] = repr(sbn.process_group)
+    g = dist.new_group()
+    sub = nn.SyncBatchNorm.convert_sync_batchnorm(nn.BatchNorm1d(3), process_group=g)
+    out["process_group_stored"] = sub.process_group is g
+    x = torch.arange(12.).reshape(4, 3) + rank
+    out["train_cpu"] = capture(lambda: sbn.train()(x).shape)
+    sbn.eval()
+    y = sbn(x)
+    ref = torch.nn.functional.batch_norm(x, sbn.running_mean, sbn.running_var, sbn.weight, sbn.bias, False, 0.0, sbn.eps)
+    out["eval_cpu_equals_plain_bn"] = bool(torch.allclose(y, ref))
+    return out
+
+
 def job_detail(rank, world, r, tmp):
     r["debug_level"] = str(dist.get_debug_level())
     g = dist.new_group(timeout=SHORT)
@@ -215,6 +274,11 @@ def job_detail(rank, world, r, tmp):
     for flag in (True, False):
         r[f"fsdp2_unused_flag_{flag}"] = fsdp2_unused_run(rank, flag, dist.new_group(timeout=SHORT))
         dist.barrier()
+    r["barrier_main_only"] = barrier_in_main_only_branch(rank, tmp, "detail")
+    r["barrier_shifted_next"] = shifted_count_next_collective(rank)
+    dist.barrier()
+    r["syncbn"] = syncbn_probe(rank)
+    dist.barrier()
     dump(r, "detail", rank, tmp)
     # torch 2.13.0+cpu: constructing DDP under DETAIL crashes the process (recorded by the test from the exit)
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -230,6 +294,40 @@ def ddp_ctor(module, **kw):
         warnings.simplefilter("always")
         model = DDP(module, **kw)
     return model, [f"{w.category.__name__}: {w.message}" for w in caught]
+
+
+def resume_run(rank, tmp, every_rank, model_after_wrap=False):
+    """Rank 0 saves model + Adam state; on resume the model state is loaded on rank 0 only (DDP's
+    construction broadcast makes the replicas equal), the optimizer state on rank 0 only or on every rank."""
+    path = os.path.join(tmp, "resume.pt")
+    if rank == 0 and not os.path.exists(path):
+        torch.manual_seed(0)
+        m = nn.Linear(3, 1)
+        opt = torch.optim.Adam(m.parameters(), lr=0.1)
+        for _ in range(3):
+            m(torch.ones(2, 3)).pow(2).sum().backward(); opt.step(); opt.zero_grad()
+        torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, path)
+    dist.barrier()
+    ck = torch.load(path, map_location="cpu")
+    torch.manual_seed(rank + 7)
+    m = nn.Linear(3, 1)
+    if rank == 0 and not model_after_wrap:
+        m.load_state_dict(ck["model"])
+    model, _ = ddp_ctor(m)
+    if rank == 0 and model_after_wrap:
+        model.module.load_state_dict(ck["model"])   # after wrapping: nothing broadcasts it any more
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    if every_rank or rank == 0:
+        opt.load_state_dict(ck["optimizer"])
+    def gathered():
+        w = torch.cat([p.detach().flatten() for p in model.parameters()])
+        out = [torch.zeros_like(w) for _ in range(dist.get_world_size())]
+        dist.all_gather(out, w)
+        return all(torch.equal(out[0], o) for o in out[1:])
+    res = {"equal_after_wrap": gathered(), "opt_state_len": len(opt.state)}
+    model(torch.ones(2, 3)).pow(2).sum().backward(); opt.step()
+    res["equal_after_one_step"] = gathered()
+    return res
 
 
 def job_ddp(rank, world, r, tmp):
@@ -291,6 +389,11 @@ def job_ddp(rank, world, r, tmp):
     r["device_ids_on_cpu"] = capture(lambda: ddp_ctor(nn.Linear(2, 2), device_ids=[0]))
     frozen = nn.Linear(2, 2).requires_grad_(False)
     r["no_trainable_params"] = capture(lambda: ddp_ctor(frozen))
+
+    # s12-ck-e09: resume; DDP broadcasts parameters/buffers at construction, never optimizer state
+    r["resume_optimizer_rank0_only"] = resume_run(rank, tmp, every_rank=False)
+    r["resume_optimizer_every_rank"] = resume_run(rank, tmp, every_rank=True)
+    r["resume_model_after_wrap_rank0_only"] = resume_run(rank, tmp, every_rank=True, model_after_wrap=True)
 
     # communication hook: a hook that sums instead of averaging
     def sum_hook(state, bucket):

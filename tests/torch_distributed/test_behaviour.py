@@ -444,3 +444,63 @@ def test_b39_fsdp2_params_used_on_some_ranks_need_set_reduce_scatter_unused_para
         assert "TensorShape=[40]" in bad and "TensorShape=[20]" in bad
     good = [x["fsdp2_unused_flag_True"] for x in j]
     assert all("ok" in g and g["ok"] for g in good) and good[0]["ok"] == good[1]["ok"]
+
+
+# ----------------------------------------------------------------------------- set 12 (s12-fd-k04, s12-ck-e09, s12-td-g01/i03)
+
+def test_b44_barrier_pairs_by_order_and_detail_does_not_flag_it(detail):
+    j = [detail.rank(r, "detail") for r in (0, 1)]
+    # rank 1's "wait for main" barrier was released by rank 0's inner barrier: before the file existed
+    assert j[1]["barrier_main_only"]["file_existed"] is False
+    assert j[1]["barrier_main_only"]["passed_s"] < j[0]["barrier_main_only"]["passed_s"]
+    assert j[0]["barrier_main_only"]["file_existed"] is True   # DETAIL raised nothing for barrier vs barrier
+    # the shifted count surfaces at the next collective of another kind, on both ranks, without the timeout
+    for x in j:
+        assert "Detected mismatch between collectives on ranks" in err(x["barrier_shifted_next"])
+        assert x["barrier_shifted_next"]["s"] < 3
+
+
+def test_b45_syncbatchnorm_with_a_group_cpu_training_raises_eval_is_plain_bn(detail):
+    for r in (0, 1):
+        s = detail.rank(r, "detail")["syncbn"]
+        assert s["type"] == "SyncBatchNorm"
+        assert s["weight_is_same_object"] and s["bias_is_same_object"] and s["running_mean_is_same_object"]
+        assert s["process_group_default"] == "None" and s["process_group_stored"] is True
+        assert err(s["train_cpu"]) == "SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone"
+        assert s["eval_cpu_equals_plain_bn"] is True
+
+
+def test_b46_syncbatchnorm_without_a_process_group_is_plain_batchnorm(tmp_path):
+    import torch
+    import torch.distributed as dist
+    assert not dist.is_initialized()
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(3)
+    sbn = torch.nn.SyncBatchNorm.convert_sync_batchnorm(torch.nn.Sequential(torch.nn.BatchNorm2d(3)))[0]
+    x = torch.randn(4, 3, 2, 2)
+    assert torch.allclose(sbn(x), bn(x))                      # training mode, CPU input: no error, no sync
+    assert torch.allclose(sbn.running_mean, bn.running_mean)
+    # with a group initialised the device is checked before the world size: world size 1 + CPU still raises
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        try:
+            sbn(x)
+            raised = None
+        except ValueError as e:
+            raised = str(e)
+        assert raised == "SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone"
+        assert torch.allclose(sbn.eval()(x), bn.eval()(x))   # eval mode: running statistics, no check
+    finally:
+        dist.destroy_process_group()
+
+
+def test_b47_ddp_does_not_sync_optimizer_state_on_resume(pair):
+    for r in (0, 1):
+        j = pair.rank(r, "pair")
+        only0, every = ok(j, r, "resume_optimizer_rank0_only"), ok(j, r, "resume_optimizer_every_rank")
+        assert only0["equal_after_wrap"] and every["equal_after_wrap"]   # model loaded on rank 0 only: DDP broadcast
+        assert only0["equal_after_one_step"] is False                     # Adam state on rank 0 only: replicas differ
+        assert every["equal_after_one_step"] is True
+        late = ok(j, r, "resume_model_after_wrap_rank0_only")
+        assert late["equal_after_wrap"] is False and late["equal_after_one_step"] is False
+    assert pair.rank(1, "pair")["resume_optimizer_rank0_only"]["opt_state_len"] == 0

@@ -113,6 +113,8 @@ CALLABLES = {
     "socket.gethostname": importlib.import_module("socket").gethostname, "sorted": sorted,
     "accelerator.prepare": importlib.import_module("accelerate").Accelerator.prepare, "model": None, "model.module": None, "model.module.state_dict": None,
     "model.state_dict": None, "model.parameters": None, "py-spy": None,
+    # checkpoints.md / ddp.md (set 12): resume order and SyncBatchNorm modes
+    "model.eval": torch.nn.Module.eval, "optimizer.load_state_dict": torch.optim.Optimizer.load_state_dict,
     # transformers' method named by ddp.md / launch-torchrun.md (its default is cited in the claims ledger)
     "gradient_checkpointing_enable": None, "enable_input_require_grads": None,  # transformers PreTrainedModel methods
     # torchrun-worker-matrix.md's restart section: the port picker RendezvousStoreInfo.build calls
@@ -173,7 +175,7 @@ VALUES = {"None", "True", "False", "inf", "static", "c10d", "gloo", "nccl", "mpi
           "shuffle", "module.", "Work", "GradBucket", "DTensor", "ValueError", "RuntimeError", "NotImplementedError", "FutureWarning",
           "UnpicklingError", "ChildFailedError", "SIGKILL", "FSDPModule", "BatchNorm*d", "Shard(dim=0)",
           "DeviceMesh", "to_local", "TCP", "emptyDir", "medium", "ip", "HCCL", "torch_npu", "l1", "weight",
-          "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "r", "local_rank",
+          "HOST0", "JOB", "PET_", "libtorch_cuda", "localhost", "pair", "trio", "detail", "AttributeError", "r", "local_rank",
           "g", "dp", "tp", "lm_head", "outputs", "exp_avg", "meta", "epoch",
           "GPU36DC", "GPU3B62", "HOST", "PORT", "EADDRINUSE", "python"}
 # fsdp2-and-dcp.md's FSDP1 HYBRID_SHARD section: the tuple's placeholder names, and its Provenance
@@ -457,6 +459,13 @@ def test_bare_identifiers_are_known_api_names():
         if s in DYNAMIC_RDZV_KEYS:
             src = (DIST_PY / "elastic" / "rendezvous" / "dynamic_rendezvous.py").read_text()
             assert f"| {s}" in src or f'"{s}"' in src or f'_get_timeout(params, "{s[:-len("_timeout")]}")' in src, s
+            continue
+        if s in ("bias", "running_mean", "running_var", "num_batches_tracked", "training"):  # ddp.md SyncBatchNorm
+            assert hasattr(torch.nn.SyncBatchNorm(2), s), s
+            continue
+        if s in ("hpu", "sum_dy", "sum_dy_xmu"):  # SyncBatchNorm's device list and backward reductions
+            src = (Path(torch.__file__).parent / "nn" / "modules")
+            assert s in (src / "batchnorm.py").read_text() + (src / "_functions.py").read_text(), s
             continue
         if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
             continue
