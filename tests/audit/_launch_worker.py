@@ -321,6 +321,39 @@ def ddp_compiled_keys():
 
 
 guarded("ddp_compiled_keys", ddp_compiled_keys)
+
+
+def ddp_compiled_unwrap_side_effect():
+    """Compiled by prepare under DDP (OptimizedModule around DDP): what the default
+    unwrap_model(model) (keep_torch_compile=True) does to the prepared model itself, and whether
+    accelerator.no_sync(model) still skips the all-reduce afterwards (set 12, s12-td-j02)."""
+    reset()
+    acc = Accelerator(cpu=True, dynamo_backend="eager")
+    pm = acc.prepare(model())
+    x = torch.full((1, IN), float(acc.process_index + 1))
+
+    def grad_synced():  # one backward under no_sync with rank-dependent inputs: equal grads = all-reduced
+        pm.zero_grad()
+        with acc.no_sync(pm):
+            pm(x).sum().backward()
+        g = acc.gather(pm._orig_mod.weight.grad.reshape(1, -1) if hasattr(pm._orig_mod, "weight")
+                       else pm._orig_mod.module.weight.grad.reshape(1, -1))
+        return bool(torch.equal(g[0], g[1]))
+
+    out = {"prepared": type(pm).__name__, "orig_mod_before": type(pm._orig_mod).__name__,
+           "no_sync_before": hasattr(pm, "no_sync"), "keys_before": sorted(pm.state_dict()),
+           "synced_under_no_sync_before": grad_synced()}
+    plain = acc.unwrap_model(pm, keep_torch_compile=False)
+    out.update(no_keep_returns=type(plain).__name__, orig_mod_after_no_keep=type(pm._orig_mod).__name__)
+    u = acc.unwrap_model(pm)
+    out.update(returned_is_prepared=u is pm, orig_mod_after=type(pm._orig_mod).__name__,
+               no_sync_after=hasattr(pm, "no_sync"), keys_after=sorted(pm.state_dict()),
+               synced_under_no_sync_after=grad_synced())
+    return out
+
+
+guarded("ddp_compiled_unwrap", ddp_compiled_unwrap_side_effect)
+reset()
 reset()
 
 

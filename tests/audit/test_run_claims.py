@@ -651,6 +651,19 @@ def test_compiled_model_key_prefix(single):
     assert "| `accelerator.save_state(dir)` | **prefixed** keys in `model.safetensors` | plain keys" in t
 
 
+def test_ddp_dynamo_backend_default_unwrap_strips_ddp_from_the_prepared_model(launched):
+    """Set 12, s12-td-j02: keep_torch_compile defaults to True; under DDP with dynamo_backend the default call
+    puts the bare module back as the prepared OptimizedModule's _orig_mod, so no_sync stops skipping the all-reduce."""
+    for r in launched["ranks"]:
+        c = r["ddp_compiled_unwrap"]
+        assert c["prepared"] == "OptimizedModule" and c["orig_mod_before"] == "DistributedDataParallel"
+        assert c["no_sync_before"] is True and c["synced_under_no_sync_before"] is False
+        assert c["no_keep_returns"] == "Linear" and c["orig_mod_after_no_keep"] == "DistributedDataParallel"
+        assert c["returned_is_prepared"] is True and c["orig_mod_after"] == "Linear"
+        assert c["no_sync_after"] is False and c["synced_under_no_sync_after"] is True
+        assert c["keys_before"] == ["_orig_mod.module.weight"] and c["keys_after"] == ["_orig_mod.weight"]
+
+
 def test_mixed_precision_dtypes_and_scaler(single):
     m = single["mp_cpu"]
     f, b = m["fp16"], m["bf16"]
