@@ -31,13 +31,13 @@ GEN_ROWS = {
     "direct": "inner module called directly after a training step (`accelerator.unwrap_model(model)`, then `generate`)",
     "root_forward_first": "one forward through the FSDP root first, then the inner module",
     "summon_recurse_false": "inside `FSDP.summon_full_params(model, recurse=False, writeback=False)`",
-    "summon_recursive": "inside `FSDP.summon_full_params(model, writeback=False)` (recursive, the default; what `Seq2SeqTrainer.prediction_step` uses)",
+    "summon_recursive": "inside `FSDP.summon_full_params(model, writeback=False)` (recursive, the default; what the Seq2SeqTrainer's `prediction_step` uses)",
 }
 TIED_ROWS = {
     "to_empty_only": "`param_init_fn=lambda m: m.to_empty(device=..., recurse=False)`",
     "retie_in_param_init_fn": "the same, then `model.tie_weights()` inside `param_init_fn` once no parameter is on meta",
     "materialise_and_tie_before": "`model.to_empty(device=...)`; `model.tie_weights()` before `FSDP(...)`, no `param_init_fn`",
-    "accelerate_ensure_weights_retied": "Accelerate's `ensure_weights_retied(to_empty_fn, model, device)` (what `prepare` installs for FSDP1)",
+    "accelerate_ensure_weights_retied": "Accelerate's `ensure_weights_retied(to_empty_fn, model, device)` (what `Accelerator.prepare_model` installs for FSDP1)",
 }
 GLOO_MISMATCH = "Received data size doesn't match expected size"
 
