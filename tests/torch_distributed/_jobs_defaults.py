@@ -19,6 +19,7 @@ Usage: python _jobs_defaults.py JOB OUTDIR  -> each rank writes OUTDIR/JOB.rankN
                  emb.weight) and rank 1 a meta one: param_init_fn=to_empty(recurse=False) alone
                  (last: the broadcast lists differ), re-tied inside param_init_fn, materialised and
                  re-tied before wrapping, and Accelerate's ensure_weights_retied around to_empty.
+                 to_empty ties: Module.to_empty on a whole meta tied model, and FSDP2 fully_shard then to_empty.
                  The CPU-placement check of sync_module_states is bypassed (a GPU-only guard).
 Ranks rendezvous through a FileStore in OUTDIR; every group has a short timeout.
 """
@@ -234,6 +235,19 @@ def _fsdp1_tied(rank, r):
     IU._sync_params_and_buffers = orig
 
 
+def _to_empty_ties(r):
+    """Whether a tied model is still tied after to_empty: plain Module.to_empty, and FSDP2 after fully_shard."""
+    from torch.distributed.fsdp import fully_shard
+    with torch.device("meta"):
+        plain, sharded = _Tied(), _Tied()
+    plain.to_empty(device="cpu")
+    fully_shard(sharded)                         # one group holds both (fsdp2-and-dcp.md, tied parameters)
+    sharded.to_empty(device="cpu")
+    r["to_empty_ties"] = {"module_to_empty": [plain.head.weight is plain.emb.weight, len(list(plain.parameters()))],
+                          "fsdp2_to_empty": [sharded.head.weight is sharded.emb.weight,
+                                             len(list(sharded.parameters()))]}
+
+
 def _dump(rank, r):
     outdir = os.path.dirname(os.environ["PDT_STORE"])
     with open(os.path.join(outdir, f"fsdp1.rank{rank}.json"), "w") as f:
@@ -244,6 +258,7 @@ def job_fsdp1(rank, world, r):
     dist.init_process_group("gloo", init_method=f"file://{os.environ['PDT_STORE']}", rank=rank,
                             world_size=world, timeout=SHORT)
     _fsdp1_generate(rank, r)
+    _to_empty_ties(r)
     _fsdp1_tied(rank, r)
 
 

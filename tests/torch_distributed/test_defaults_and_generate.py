@@ -102,6 +102,9 @@ def test_fsdp1_sync_module_states_tied_weights(fsdp1_job):
     assert len(broken1["broadcast_numels"]) == len(broken0["broadcast_numels"]) + 1
     assert "result" not in broken0                      # rank 0 aborted inside the broadcast
     assert "Received data size doesn't match expected size" in fsdp1_job.log
+    # a whole-model Module.to_empty unties too; FSDP2 (fully_shard, then to_empty) keeps the tie
+    for r in (r0, r1):
+        assert r["to_empty_ties"] == {"module_to_empty": [False, 4], "fsdp2_to_empty": [True, 3]}
     for mode in ("retie_in_param_init_fn", "materialise_and_tie_before", "accelerate_ensure_weights_retied"):
         a, b = r0["tied"][mode], r1["tied"][mode]
         assert b["tied_at_broadcast"] is True and a["broadcast_numels"] == b["broadcast_numels"]
