@@ -29,6 +29,7 @@ PAGES = {"fsdp1-generate": ROOT / "sub-skills/failure-triage/references/generati
 
 GEN_ROWS = {
     "direct": "inner module called directly after a training step (`accelerator.unwrap_model(model)`, then `generate`)",
+    "own_units": "the same, with every module `generate` reaches wrapped as its own unit (here encoder and head too: the root owns no parameter)",
     "root_forward_first": "one forward through the FSDP root first, then the inner module",
     "summon_recurse_false": "inside `FSDP.summon_full_params(model, recurse=False, writeback=False)`",
     "summon_recursive": "inside `FSDP.summon_full_params(model, writeback=False)` (recursive, the default; what the Seq2SeqTrainer's `prediction_step` uses)",

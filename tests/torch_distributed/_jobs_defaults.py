@@ -157,11 +157,12 @@ def _fsdp1_generate(rank, r):
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
     x = torch.arange(4)
     for uop in (False, True):
-        for case in ("direct", "root_forward_first", "summon_recurse_false", "summon_recursive"):
+        for case in ("direct", "own_units", "root_forward_first", "summon_recurse_false", "summon_recursive"):
             torch.manual_seed(0)
             ref, net = _Seq2Seq(), _Seq2Seq()
             net.load_state_dict(ref.state_dict())
-            model = FSDP(net, auto_wrap_policy=ModuleWrapPolicy({_Block}), device_id=torch.device("cpu"),
+            units = {_Block, _Enc, nn.Linear} if case == "own_units" else {_Block}   # own_units: the root owns nothing
+            model = FSDP(net, auto_wrap_policy=ModuleWrapPolicy(units), device_id=torch.device("cpu"),
                          use_orig_params=uop, process_group=dist.new_group([0, 1]))
             model(x).sum().backward()              # a training step: the root is resharded after backward
             inner = model.module                   # what accelerator.unwrap_model returns
@@ -172,7 +173,7 @@ def _fsdp1_generate(rank, r):
 
             with torch.no_grad():
                 want = ref(x)
-                if case == "direct":
+                if case in ("direct", "own_units"):
                     res = _try(lambda: torch.allclose(gen(), want, atol=1e-6))
                 elif case == "root_forward_first":
                     model(x)

@@ -84,6 +84,7 @@ def test_fsdp1_generate_cases(fsdp1_job):
     for uop in (False, True):
         assert g[f"uop={uop}:summon_recurse_false"] == {"ok": True, "train_step_after": {"ok": True}}
         assert "error" in g[f"uop={uop}:direct"]
+        assert g[f"uop={uop}:own_units"] == {"ok": True}     # the root owns nothing: every call has its own hook
     # the recursive (default) summon fails at exit only with use_orig_params=False
     assert g["uop=False:summon_recursive"]["error"] == "AssertionError"
     assert "Expects tensor to be unsharded" in g["uop=False:summon_recursive"]["msg"]
