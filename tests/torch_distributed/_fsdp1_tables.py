@@ -70,8 +70,9 @@ def render_tied(r0: dict, r1: dict, log: str) -> str:
         a, b = r0["tied"][mode], r1["tied"][mode]
         if "ok" in a.get("result", {}) and "ok" in b.get("result", {}) and a["result"] == b["result"]:
             result = "constructor returns on both ranks, same forward output"
-        elif "result" not in a and GLOO_MISMATCH in log:
-            result = f"gloo aborts rank 0 in the broadcast: `{GLOO_MISMATCH}. Is there a distributed collective mismatch in your code?`"
+        elif ("result" not in a or "result" not in b) and GLOO_MISMATCH in log:
+            # which rank's gloo pair raises first is gloo's business: the table names none
+            result = f"gloo aborts the job in the broadcast: `{GLOO_MISMATCH}. Is there a distributed collective mismatch in your code?`"
         else:
             result = f"unexpected: {a.get('result')} / {b.get('result')}"
         tied = "yes" if b["tied_at_broadcast"] else "no"

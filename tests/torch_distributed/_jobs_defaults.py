@@ -249,10 +249,15 @@ def _to_empty_ties(r):
                                              len(list(sharded.parameters()))]}
 
 
-def _dump(rank, r):
-    outdir = os.path.dirname(os.environ["PDT_STORE"])
-    with open(os.path.join(outdir, f"fsdp1.rank{rank}.json"), "w") as f:
+def _write_json(path, r):
+    """Atomic: a rank killed mid-write (the fsdp1 job's gloo abort takes the other rank down) leaves the old file."""
+    with open(path + ".tmp", "w") as f:
         json.dump(r, f)
+    os.replace(path + ".tmp", path)
+
+
+def _dump(rank, r):
+    _write_json(os.path.join(os.path.dirname(os.environ["PDT_STORE"]), f"fsdp1.rank{rank}.json"), r)
 
 
 def job_fsdp1(rank, world, r):
@@ -273,8 +278,7 @@ def _rank(rank, world, job, outdir):
     except Exception:  # noqa: BLE001
         r["crash"] = traceback.format_exc()[-3000:]
     finally:
-        with open(os.path.join(outdir, f"{job}.rank{rank}.json"), "w") as f:
-            json.dump(r, f)
+        _write_json(os.path.join(outdir, f"{job}.rank{rank}.json"), r)
         if dist.is_initialized():
             dist.destroy_process_group()
     sys.stdout.flush(); sys.stderr.flush()
