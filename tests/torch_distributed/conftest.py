@@ -103,6 +103,7 @@ RUNS = {
         "torch.distributed.launch", "--nproc-per-node", "2", "--master-port", str(_free_port())], "legacy",
         outdir=out()), None),
     "defaults_jobs": (lambda f, out: _defaults_jobs(f), None),
+    "fsdp1_job": (lambda f, out: run_job(f, "fsdp1", script="_jobs_defaults.py", outdir=out()), None),
 }
 
 
@@ -188,3 +189,9 @@ def launch_legacy(_runs):
 def defaults_jobs(_runs):
     """The two jobs of _jobs_defaults.py (backend=None, FSDP2 generate), each run once."""
     return _runs.get("defaults_jobs")
+
+
+@pytest.fixture(scope="session")
+def fsdp1_job(_runs):
+    """The fsdp1 job of _jobs_defaults.py (FSDP1 generate cases, sync_module_states with tied weights)."""
+    return _runs.get("fsdp1_job")

@@ -249,6 +249,13 @@ _DM = importlib.import_module("torch.distributed.device_mesh").DeviceMesh
 CALLABLES.update({"DeviceMesh._concatenate": _DM._concatenate, "get_all_groups": _DM.get_all_groups,
                   "get_local_rank": _DM.get_local_rank, "size": _DM.size})
 VALUES |= {"m", "u", "cp", "dp_cp", "dp_ep", "KeyError"}
+# fsdp1-to-fsdp2.md's tied-weights section (set-12 s12-ck-b03): FSDP1 under its usual alias, Accelerate's re-tie
+# wrapper, and transformers' PreTrainedModel.tie_weights (read as text: importing transformers here is slow)
+CALLABLES.update({"FSDP": FSDP1, "ensure_weights_retied": importlib.import_module("accelerate.utils").ensure_weights_retied})
+_tf_modeling = Path(importlib.util.find_spec("transformers").origin).parent / "modeling_utils.py"
+assert "    def tie_weights(" in _tf_modeling.read_text(encoding="utf-8")
+CALLABLES["tie_weights"] = None                  # name checked only (above)
+OTHER_API |= {"prepare_model"} if hasattr(_acc.Accelerator, "prepare_model") else set()
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
