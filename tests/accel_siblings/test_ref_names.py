@@ -10,10 +10,13 @@ silently (tests/audit/test_save_pretrained_kwargs.py)."""
 from __future__ import annotations
 
 import importlib.util
-import re
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _code_spans import source_words, span_names  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SKILLS = ("configuration-and-cli", "training-loop-integration", "checkpointing-and-tracking")
@@ -54,23 +57,11 @@ NOT_PACKAGE_NAMES = {
 
 
 def _names(text: str) -> list[str]:
-    text = text.split("\n## Provenance", 1)[0]
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
-    out = []
-    for span in re.findall(r"`([^`]+)`", text):
-        if "/" in span and " " not in span:
-            continue  # a path
-        for tok in re.findall(r"--[a-z][a-z0-9_-]*|[A-Za-z_][A-Za-z0-9_]*", span):
-            if tok.startswith("--") or "_" in tok.strip("_") or (tok.isupper() and len(tok) > 3):
-                out.append(tok)
-    return out
+    return span_names(text.split("\n## Provenance", 1)[0])
 
 
 def _words(root: Path) -> set[str]:
-    words: set[str] = set()
-    for f in root.rglob("*.py"):
-        words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*|--[a-z][a-z0-9_-]*", f.read_text(errors="replace")))
-    return words
+    return source_words(root)
 
 
 ACCELERATE_WORDS = _words(Path(importlib.util.find_spec("accelerate").origin).parent)
@@ -79,11 +70,7 @@ ACCELERATE_WORDS = _words(Path(importlib.util.find_spec("accelerate").origin).pa
 @pytest.fixture(scope="module")
 def corpus() -> set[str]:
     roots = [Path(importlib.util.find_spec(t).origin).parent for t in ("accelerate", "deepspeed", "transformers", "torch")]
-    words: set[str] = set()
-    for root in roots:
-        for f in root.rglob("*.py"):
-            words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*|--[a-z][a-z0-9_-]*", f.read_text(errors="replace")))
-    return words
+    return source_words(*roots)
 
 
 def _known(tok: str, corpus: set[str]) -> bool:

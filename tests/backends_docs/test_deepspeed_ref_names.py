@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _code_spans import source_words, span_names  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 REFS = REPO / "sub-skills" / "distributed-training-backends" / "references"
 CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-grad-accum-dtype.md",
@@ -130,15 +133,7 @@ def test_trainer_flags_are_training_arguments_fields():
 
 
 def _names(text: str) -> list[str]:
-    text = re.sub(r"```.*?```", "", text, flags=re.S)
-    out = []
-    for span in re.findall(r"`([^`]+)`", text):
-        if "/" in span and " " not in span:
-            continue  # a path
-        for tok in re.findall(r"--[a-z][a-z0-9_-]*|[A-Za-z_][A-Za-z0-9_]*", span):
-            if tok.startswith("--") or "_" in tok.strip("_") or (tok.isupper() and len(tok) > 3):
-                out.append(tok)
-    return out
+    return span_names(text)
 
 
 @pytest.fixture(scope="module")
@@ -147,11 +142,7 @@ def corpus() -> set[str]:
     roots = [Path(importlib.util.find_spec(t).origin).parent for t in ("accelerate", "deepspeed", "transformers")]
     torch_root = Path(importlib.util.find_spec("torch").origin).parent
     roots += [torch_root / "distributed", torch_root / "optim", torch_root / "utils" / "cpp_extension.py"]
-    words: set[str] = set()
-    for root in roots:
-        for f in ([root] if root.is_file() else root.rglob("*.py")):
-            words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*|--[a-z][a-z0-9_-]*", f.read_text(errors="replace")))
-    return words
+    return source_words(*roots)
 
 
 def test_names_occur_in_the_installed_sources(corpus):
