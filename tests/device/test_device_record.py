@@ -69,7 +69,7 @@ def test_nccl_defaults_and_log_lines():
     assert p["stderr_has"]["ProcessGroupNCCL initialization options"]
     assert p["stderr_has"]["TORCH_NCCL_ASYNC_ERROR_HANDLING"]
     _has(TD / "debugging-and-env.md", "read back 600 s for NCCL, 1800 s for a gloo side group")
-    _has(TD / "process-groups.md", "NCCL** (GPU; seen on an H100 with torch 2.11.0")
+    _has(TD / "group-timeouts.md", "NCCL** (GPU; seen on an H100 with torch 2.11.0")
 
 
 @pytest.mark.parametrize("name", ["nccl_watch_default", "nccl_watch_dump_off", "nccl_watch_mode1"])

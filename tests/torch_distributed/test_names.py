@@ -331,7 +331,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 18 and TITAN.is_file()  # 9 + fsdp1-to-fsdp2.md + torchrun-multinode-slurm.md (split for reading cost) + fsdp2-module-methods.md + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
+    assert len(DOCS) == 19 and TITAN.is_file()  # 9 + fsdp1-to-fsdp2.md + torchrun-multinode-slurm.md + group-timeouts.md (split for reading cost) + fsdp2-module-methods.md + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
