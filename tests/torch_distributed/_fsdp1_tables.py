@@ -32,7 +32,7 @@ GEN_ROWS = {
     "own_units": "the same, with every module `generate` reaches wrapped as its own unit (here encoder and head too: the root owns no parameter)",
     "root_forward_first": "one forward through the FSDP root first, then the inner module",
     "summon_recurse_false": "inside `FSDP.summon_full_params(model, recurse=False, writeback=False)`",
-    "summon_recursive": "inside `FSDP.summon_full_params(model, writeback=False)` (recursive, the default; what the Seq2SeqTrainer's `prediction_step` uses)",
+    "summon_recursive": "inside `FSDP.summon_full_params(model)` (recursive, `writeback=True`: the defaults, and the Seq2SeqTrainer `prediction_step` call)",
 }
 TIED_ROWS = {
     "to_empty_only": "`param_init_fn=lambda m: m.to_empty(device=..., recurse=False)`",
@@ -55,7 +55,7 @@ def _cell(res: dict, want_ok: str) -> str:
 
 def render_generate(r0: dict) -> str:
     g = r0["generate"]
-    lines = ["| How the inner module runs (after one training step) | `use_orig_params=False` (Accelerate's FSDP1 default) | `use_orig_params=True` (the Trainer's FSDP1 default) |",
+    lines = ["| How the inner module runs (after one training step) | `use_orig_params=False` (an FSDP1 plugin built with `FSDP_USE_ORIG_PARAMS` unset, or `--fsdp_use_orig_params false`) | `use_orig_params=True` (the default of `accelerate launch`, `accelerate config` and the Trainer) |",
              "| --- | --- | --- |"]
     for case, label in GEN_ROWS.items():
         cells = [_cell(g[f"uop={uop}:{case}"], "works: output equals the unsharded model's") for uop in (False, True)]
@@ -70,9 +70,15 @@ def render_tied(r0: dict, r1: dict, log: str) -> str:
         a, b = r0["tied"][mode], r1["tied"][mode]
         if "ok" in a.get("result", {}) and "ok" in b.get("result", {}) and a["result"] == b["result"]:
             result = "constructor returns on both ranks, same forward output"
-        elif ("result" not in a or "result" not in b) and GLOO_MISMATCH in log:
-            # which rank's gloo pair raises first is gloo's business: the table names none
-            result = f"gloo aborts the job in the broadcast: `{GLOO_MISMATCH}. Is there a distributed collective mismatch in your code?`"
+        elif (a.get("ctor") == b.get("ctor") == {"ok": True} and ("result" not in a or "result" not in b)
+              and GLOO_MISMATCH in log):
+            # rank 1 receives rank 0's shorter list without error (gloo checks only that a message is not
+            # longer than the buffer); which rank's pair raises in the forward is gloo's business
+            result = ("constructor returns on both ranks (rank 1 receives rank 0's shorter list without error; its "
+                      "untied `head.weight` keeps uninitialised memory); the first forward's all-gather aborts the "
+                      f"job: `{GLOO_MISMATCH}. Is there a distributed collective mismatch in your code?`")
+        elif ("ctor" not in a or "ctor" not in b) and GLOO_MISMATCH in log:
+            result = f"gloo aborts the job in the broadcast: `{GLOO_MISMATCH}`"
         else:
             result = f"unexpected: {a.get('result')} / {b.get('result')}"
         tied = "yes" if b["tied_at_broadcast"] else "no"

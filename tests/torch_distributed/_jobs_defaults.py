@@ -180,8 +180,9 @@ def _fsdp1_generate(rank, r):
                     res = _try(lambda: torch.allclose(gen(), want, atol=1e-6))
                 else:
                     def summoned():
-                        with FSDP.summon_full_params(model, writeback=False,
-                                                     **({"recurse": False} if case == "summon_recurse_false" else {})):
+                        # recurse=False as the page advises; the recursive case exactly as Seq2SeqTrainer calls it
+                        kw = {"recurse": False, "writeback": False} if case == "summon_recurse_false" else {}
+                        with FSDP.summon_full_params(model, **kw):
                             out = gen()
                         return torch.allclose(out, want, atol=1e-6)
                     res = _try(summoned)
@@ -227,12 +228,19 @@ def _fsdp1_tied(rank, r):
         def spy(pg, states, bs, src, res=res, m=m):
             res["broadcast_numels"] = [t.numel() for t in states]
             res["tied_at_broadcast"] = m.head.weight is m.emb.weight   # after param_init_fn, before flattening
-            _dump(rank, r)                         # to_empty_only: gloo aborts the process in the broadcast
+            _dump(rank, r)
             return orig(pg, states, bs, src)
         IU._sync_params_and_buffers = spy
-        res["result"] = _try(lambda: round(FSDP(m, param_init_fn=fn, sync_module_states=True,
-                                                 device_id=torch.device("cpu"),
-                                                 process_group=dist.new_group([0, 1]))(torch.arange(4)).sum().item(), 4))
+        built = {}
+
+        def ctor(m=m, fn=fn, built=built):
+            built["w"] = FSDP(m, param_init_fn=fn, sync_module_states=True, device_id=torch.device("cpu"),
+                              process_group=dist.new_group([0, 1]))
+            return True
+        res["ctor"] = _try(ctor)                   # the constructor and the first forward recorded apart
+        _dump(rank, r)                             # to_empty_only: gloo aborts the process in the forward
+        if "w" in built:
+            res["result"] = _try(lambda: round(built["w"](torch.arange(4)).sum().item(), 4))
     IU._sync_params_and_buffers = orig
 
 

@@ -101,7 +101,9 @@ def test_fsdp1_sync_module_states_tied_weights(fsdp1_job):
     assert broken0["params_before_wrap"] == broken1["params_before_wrap"] == broken1["meta_unique_params"] == 3
     assert broken1["tied_at_broadcast"] is False
     assert len(broken1["broadcast_numels"]) == len(broken0["broadcast_numels"]) + 1
-    assert "result" not in broken0 or "result" not in broken1   # a rank aborted inside the broadcast
+    # gloo accepts rank 0's shorter message on rank 1: both constructors return; the first forward aborts
+    assert broken0["ctor"] == broken1["ctor"] == {"ok": True}
+    assert "result" not in broken0 or "result" not in broken1
     assert "Received data size doesn't match expected size" in fsdp1_job.log
     # a whole-model Module.to_empty unties too; FSDP2 (fully_shard, then to_empty) keeps the tie
     for r in (r0, r1):
