@@ -100,6 +100,15 @@ def probe() -> dict:
             except Exception as e:  # noqa: BLE001 (recorded)
                 row[name] = {"error": f"{type(e).__name__}: {str(e)[:120]}"}
         out["rows"][label] = row
+        if not extra:                       # the same engine, the stand-in removed: a real CPU autocast outside
+            torch.is_autocast_enabled = orig
+            ta._WARNED_NESTED_AUTOCAST = False
+            seen, logged[:] = [], []
+            with torch.autocast(device_type="cpu", dtype=torch.float16):
+                y = eng(x.to(next(eng.module.parameters()).dtype))
+            out["cpu_outer_as_is"] = {"inside": f"autocast {'on, ' + seen[0][1] if seen[0][0] else 'off'}",
+                                      "out": str(y.dtype).replace("torch.", ""), "log": logged[0] if logged else "-"}
+            torch.is_autocast_enabled = lambda *a: orig("cpu") if not a else orig(*a)
     return out
 
 
@@ -135,7 +144,7 @@ def _log(c: dict) -> str:
 
 
 def render(data) -> dict:
-    lines = ["| DeepSpeed config | engine call alone | inside `torch.autocast(\"cpu\", dtype=torch.float16)` | logged (first nested call only) |",
+    lines = ["| DeepSpeed config | engine call alone | inside an outer fp16 autocast (CUDA's, stood in for on CPU) | logged (first nested call only) |",
              "| --- | --- | --- | --- |"]
     for label in CONFIGS:
         r = data["rows"][label]
@@ -143,6 +152,10 @@ def render(data) -> dict:
             lines.append(f"| {label} | {r['init_error']} | - | - |")
             continue
         lines.append(f"| {label} | {_cell(r['plain'])} | {_cell(r['outer'])} | {_log(r['outer'])} |")
+    c = data["cpu_outer_as_is"]
+    first = next(iter(CONFIGS))
+    lines.append(f"| {first}, the outer autocast on **CPU** (not seen by the check) | {_cell(data['rows'][first]['plain'])} | "
+                 f"{_cell(c)} | {_log(c)} |")
     return {"autocast nesting": "\n".join(lines) + "\n"}
 
 

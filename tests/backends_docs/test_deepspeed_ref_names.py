@@ -81,6 +81,7 @@ NOT_PACKAGE_NAMES = {
     "_ds_tables": "this bundle's generator (Provenance)", "ds_tables_capture": "this bundle's committed capture (Provenance)",
     "test_ds_tables": "this bundle's test (Provenance)", "_autotp_probe": "this bundle's test probe (Provenance)",
     "ACCELERATE_DEEPSPEED_": "prefix of the ACCELERATE_DEEPSPEED_* variables the launcher exports",
+    "_peft_has_been_casted_to_bf16": "trl DPOTrainer attribute (trl not pinned; v0.19.0 dpo_trainer.py)",
     "AVX2": "CPU instruction set named in DeepSpeedCPUAdam's load message", "AVX512": "CPU instruction set",
 }
 
