@@ -249,7 +249,10 @@ def test_torchrun_flag_defaults_pet_env_and_spellings(monkeypatch):
 def _run_captured(argv, monkeypatch, caplog, **env):
     """torch.distributed.run.run(args) with elastic_launch replaced: returns the LaunchConfig and OMP_NUM_THREADS."""
     import torch.distributed.run as trun
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    # run() writes os.environ["OMP_NUM_THREADS"] = "1" itself: setenv first so the teardown restores the
+    # variable's absence (a bare delenv of an unset variable records nothing, and "1" leaked into later tests)
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    monkeypatch.delenv("OMP_NUM_THREADS")
     args = _parse(argv, monkeypatch, **env)
     got = {}
 
