@@ -29,6 +29,7 @@ CASES = {
     "random": "`shuffle=True` (`RandomSampler`)",
     "sequential": "no shuffle (`SequentialSampler`)",
     "weighted": "`WeightedRandomSampler`",
+    "weighted_gen": "`WeightedRandomSampler(..., generator=torch.Generator().manual_seed(0))` on every rank",
     "custom_gen": "custom sampler drawing from its `self.generator`",
     "custom_nogen": "custom sampler drawing from the global RNG (no `generator`)",
     "batch_sampler": "`batch_sampler=BatchSampler(RandomSampler(ds), ...)`",
@@ -78,6 +79,8 @@ def generator(case: dict, name: str) -> str:
         return "its own generator, reseeded to `data_seed` + epoch each pass (not broadcast)"
     if case["sampler_class"] == "SequentialSampler":
         return "nothing (fixed order)"
+    if case.get("generator_attr") == "set":
+        return "its own `generator` on each rank (seeded alike, not broadcast; advances each pass)"
     left = ", its `generator` left `None`" if case.get("generator_attr") == "None" else ""
     return f"each rank's global torch RNG (not broadcast{left})"
 

@@ -107,6 +107,9 @@ def loaders(rank: int) -> dict:
         "sequential": lambda: DataLoader(ds, batch_size=BS),
         "weighted": lambda: DataLoader(ds, batch_size=BS, sampler=WeightedRandomSampler(
             torch.linspace(1.0, 4.0, N), num_samples=N, replacement=False)),
+        # the same, with a generator seeded alike on every rank (0) before prepare
+        "weighted_gen": lambda: DataLoader(ds, batch_size=BS, sampler=WeightedRandomSampler(
+            torch.linspace(1.0, 4.0, N), num_samples=N, replacement=False, generator=torch.Generator().manual_seed(0))),
         "custom_gen": lambda: DataLoader(ds, batch_size=BS, sampler=GeneratorSampler()),
         "custom_nogen": lambda: DataLoader(ds, batch_size=BS, sampler=RandpermSampler()),
         "batch_sampler": lambda: DataLoader(ds, batch_sampler=BatchSampler(RandomSampler(ds), BS, drop_last=False)),

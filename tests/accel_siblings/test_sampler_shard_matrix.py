@@ -78,3 +78,30 @@ def test_custom_and_iterable_rows(data):
         g = _case(data, cfg, "iterable_gen_shard")
         assert g["synchronized"] and _disjoint(data, cfg, "iterable_gen_shard")
         assert g["passes"][2]["drawn"] == g["passes"][0]["drawn"]          # IterableDatasetShard seeds it with the epoch
+
+
+def test_seeded_generator_keeps_ranks_agreeing_under_seedable_sampler(data):
+    """A WeightedRandomSampler given a generator seeded alike on every rank: broadcast by default, and under
+    use_seedable_sampler=True (the Trainer's default) not broadcast but still one sequence on both ranks,
+    although the ranks' global RNGs differ (seeded 100 and 101); a new order each pass; data_seed not read."""
+    d = _case(data, "default", "weighted_gen")
+    assert d["synchronized"] and d["generator_attr"] == "set"
+    for cfg in ("seedable", "seedable_ds1"):
+        s = _case(data, cfg, "weighted_gen")
+        assert not s["synchronized"] and s["rng_types"] == [] and s["generator_attr"] == "set"
+        for p in (0, 1):
+            assert s["passes"][p]["drawn"] == _case(data, cfg, "weighted_gen", 1)["passes"][p]["drawn"]
+            assert _disjoint(data, cfg, "weighted_gen", p)
+        assert s["passes"][1]["drawn"] != s["passes"][0]["drawn"]
+    assert _case(data, "seedable_ds1", "weighted_gen")["passes"][0]["drawn"] == \
+        _case(data, "seedable_ds2", "weighted_gen")["passes"][0]["drawn"]
+
+
+def test_iterable_shard_generator_is_reseeded_to_the_epoch(data):
+    """IterableDatasetShard calls dataset.generator.manual_seed(epoch): the ranks' own seeds (100, 101) are
+    overwritten, epoch e draws torch.randperm(16, generator=manual_seed(e)) in every config."""
+    import torch
+    want = [torch.randperm(16, generator=torch.Generator().manual_seed(e)).tolist() for e in (0, 1, 0)]
+    for cfg in gen.CONFIGS:
+        for r in (0, 1):
+            assert [p["drawn"] for p in _case(data, cfg, "iterable_gen_shard", r)["passes"]] == want, (cfg, r)
