@@ -38,6 +38,30 @@ def warmup_decay_init():
     return out
 
 
+def warmup_groups():
+    """WarmupCosineLR on an AdamW with two param groups (lr 1e-3 and 2e-3): the lr of each group at
+    construction (0.19.0+ fills every group, PR #7969); and WarmupCosineLR / WarmupLR built on an
+    optimizer whose lr is already the warmup start 0.0 (the pre-0.15.3 workaround): lrs of steps 1-6."""
+    import torch
+    from deepspeed.runtime.lr_schedules import WarmupCosineLR, WarmupLR
+    m = torch.nn.Linear(2, 2)
+    opt = torch.optim.AdamW([{"params": [m.weight], "lr": 1e-3}, {"params": [m.bias], "lr": 2e-3}])
+    WarmupCosineLR(opt, total_num_steps=100, warmup_num_steps=10)
+    out = {"cosine_two_groups_at_init": [g["lr"] for g in opt.param_groups]}
+    for name, make in (("cosine_opt_lr0", lambda o: WarmupCosineLR(o, total_num_steps=100, warmup_num_steps=4)),
+                       ("warmuplr_opt_lr0", lambda o: WarmupLR(o, warmup_min_lr=0.0, warmup_max_lr=1e-3,
+                                                              warmup_num_steps=4, warmup_type="linear"))):
+        opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.0)
+        sch = make(opt)
+        lrs = []
+        for _ in range(6):
+            lrs.append(opt.param_groups[0]["lr"])   # the lr this optimizer step would use
+            opt.step()
+            sch.step()
+        out[name] = lrs
+    return out
+
+
 def _engine(model, cfg, optimizer=None):
     from _ds_probe import _setup
     torch, deepspeed = _setup()

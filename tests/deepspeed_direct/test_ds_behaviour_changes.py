@@ -67,3 +67,12 @@ def test_trace_cache_message_is_silent_by_default(tmp_path):
     assert r["config_default"] is False and r["default"] == []
     assert r["true"] and all(ln.startswith("Invalidate trace cache @ step") and "expected module" in ln
                              for ln in r["true"])
+
+
+def test_warmup_cosine_fills_every_group_and_an_optimizer_lr_of_zero_only_suits_warmuplr(tmp_path):
+    # audit: the page's pre-0.15.3 workaround "optimizer lr = warmup start" was given for WarmupCosineLR too,
+    # whose schedule is a ratio of the optimizer lr; and 0.15.3 - 0.18.x WarmupCosineLR set group 0 only (PR #7969)
+    r = run_case("warmup_groups", tmp_path)
+    assert r["cosine_two_groups_at_init"] == [0.0, 0.0]
+    assert r["cosine_opt_lr0"] == [0.0] * 6                         # never leaves 0
+    assert r["warmuplr_opt_lr0"][-1] == pytest.approx(1e-3) and r["warmuplr_opt_lr0"][0] == 0.0
