@@ -1,0 +1,161 @@
+"""What torchrun does with the environment an older Kubeflow operator injects (no PET_* variables),
+and what a worker pod's store client does when the master pod's name does not resolve yet.
+
+Operators: kubeflow/pytorch-operator (9bd2307f, pkg/controller.v1/pytorch/pod.go::setClusterSpec) and
+kubeflow/training-operator up to v1.6.0 set only MASTER_ADDR, MASTER_PORT, WORLD_SIZE (= number of
+pods) and RANK (= pod index); PET_NNODES / PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT /
+PET_NPROC_PER_NODE arrive with training-operator PR #1840 (commit 2f18ab7af, first tag v1.7.0);
+before it only elasticPolicy set PET_* (PET_RDZV_*, PET_NNODES, elastic.go, v1.4.0).
+Each "pod" here is a process on this machine with exactly that environment (127.0.0.1 stands for
+the master pod's Service name). Real torchrun, gloo, CPU; torch 2.13.0.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import socket
+import time
+
+TRAIN = """import json, os, torch.distributed as dist
+dist.init_process_group("gloo")
+t = __import__("torch").ones(1)
+dist.all_reduce(t)
+print(json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item(),
+                  "node_rank": os.environ.get("GROUP_RANK"), "local": os.environ.get("LOCAL_RANK")}), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def _port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+OLD_ENV = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "PORT", "WORLD_SIZE": "2", "PYTHONUNBUFFERED": "0"}
+
+PARSE = """import json, sys
+from torch.distributed.run import parse_args, config_from_args
+a = parse_args(sys.argv[1:])
+c, _, _ = config_from_args(a)
+print(json.dumps({"nnodes": a.nnodes, "node_rank": a.node_rank, "master_addr": a.master_addr,
+                  "min": c.min_nodes, "backend": c.rdzv_backend, "rank": c.rdzv_configs.get("rank")}))
+"""
+
+def _env(tmp_path, extra):
+    bindir = os.path.dirname(sys.executable)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    env.update(extra)
+    return env
+
+
+def _torchrun(tmp_path, pods, args):
+    """Start one torchrun per pod env with the argv template args ($VAR expanded from that pod's env)."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    bindir = os.path.dirname(sys.executable)
+    procs = []
+    for penv in pods:
+        argv = [os.path.join(bindir, "torchrun")] + [re.sub(r"\$([A-Z_]+)", lambda m: penv[m.group(1)], a) for a in args]
+        procs.append(subprocess.Popen(argv + ["train.py"], cwd=tmp_path, env=_env(tmp_path, penv),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        assert p.returncode == 0, e[-3000:]
+        outs.extend(json.loads(x) for x in o.splitlines() if x.startswith("{"))
+    return outs
+
+
+def _old_pods(port, n=2):
+    return [dict(OLD_ENV, MASTER_PORT=str(port), WORLD_SIZE=str(n), RANK=str(i)) for i in range(n)]
+
+
+def test_torchrun_ignores_pod_rank_and_master_addr_without_pet(tmp_path):
+    """The user's failed attempt: `--nnodes=3 --nproc_per_node=8` with the old operator's env. torchrun's
+    node options read only PET_<DEST> (argparse_util.py::env), never RANK / MASTER_ADDR: every pod is
+    node 0 of a static rendezvous on 127.0.0.1, so no pod can meet the others."""
+    (tmp_path / "parse.py").write_text(PARSE)
+    env = _env(tmp_path, dict(OLD_ENV, MASTER_ADDR="job-master-0", MASTER_PORT="23456", WORLD_SIZE="3", RANK="2"))
+    r = subprocess.run([sys.executable, "parse.py", "--nnodes=3", "--nproc_per_node=8", "ddp.py"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=120)
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"nnodes": "3", "node_rank": 0, "master_addr": "127.0.0.1", "min": 3, "backend": "static",
+                   "rank": 0}
+    # the same pod on v1.7+ (PET_* present): the bare command gets the pod's values
+    env.update({"PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "job-master-0",
+                "PET_MASTER_PORT": "23456", "PET_NPROC_PER_NODE": "8"})
+    r = subprocess.run([sys.executable, "parse.py", "ddp.py"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["node_rank"] == 2 and got["master_addr"] == "job-master-0" and got["nnodes"] == "3"
+
+
+def test_bare_torchrun_on_old_operator_trains_alone(tmp_path):
+    """Pod RANK=1, WORLD_SIZE=2 from the operator, no PET_*: bare torchrun (only a free port given, so
+    the test does not collide on 29500) runs a one-node job; the child gets RANK 0, WORLD_SIZE 1."""
+    pod = _old_pods(_port())[1]
+    outs = _torchrun(tmp_path, [pod], ["--master-port", str(_port())])
+    assert outs == [{"rank": 0, "world": 1, "sum": 1.0, "node_rank": "0", "local": "0"}]
+
+
+def test_old_operator_env_as_node_flags_spans_all_pods(tmp_path):
+    """The fix for the old operator: feed its per-pod values to torchrun as node-level flags. Two pods x
+    two processes: global ranks 0-3, WORLD_SIZE = nnodes x nproc = 4, GROUP_RANK = the pod's RANK."""
+    pods = _old_pods(_port())
+    outs = _torchrun(tmp_path, pods, ["--nnodes=$WORLD_SIZE", "--node_rank=$RANK", "--nproc_per_node=2",
+                                      "--master_addr=$MASTER_ADDR", "--master_port=$MASTER_PORT"])
+    assert sorted(o["rank"] for o in outs) == [0, 1, 2, 3]
+    assert {o["world"] for o in outs} == {4} and {o["sum"] for o in outs} == {4.0}
+    assert sorted((o["node_rank"], o["local"]) for o in outs) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+
+
+STORE_CLIENT = """import datetime, time, torch.distributed as dist
+t = time.time()
+try:
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT))
+    print("JOINED", dist.get_rank(), dist.get_world_size(), flush=True)
+    dist.destroy_process_group()
+except Exception as e:
+    print("EXC", type(e).__name__, str(e).splitlines()[0], round(time.time() - t, 1), flush=True)
+"""
+
+
+def test_worker_before_master_name_resolves_retries_until_timeout(tmp_path):
+    """A worker pod (RANK=1, plain python) whose MASTER_ADDR does not resolve yet: the TCPStore client
+    logs the gai warning again on every attempt and keeps retrying; only after the timeout does it raise
+    DistNetworkError 'client socket has timed out' (not at once, as torch 1.x's ValueError did)."""
+    (tmp_path / "w.py").write_text(STORE_CLIENT.replace("TIMEOUT", "4"))
+    env = _env(tmp_path, {"MASTER_ADDR": "job-master-0.invalid", "MASTER_PORT": "23456", "WORLD_SIZE": "2",
+                          "RANK": "1"})
+    t = time.time()
+    r = subprocess.run([sys.executable, "w.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    took = time.time() - t
+    line = [x for x in r.stdout.splitlines() if x.startswith("EXC")][0]
+    assert "DistNetworkError The client socket has timed out after 4000ms while trying to connect to " \
+           "(job-master-0.invalid, 23456)" in line, line
+    assert took >= 4, took
+    assert r.stderr.count("cannot be retrieved (gai error") >= 3
+    assert "retrying (try=0" in r.stderr
+
+
+def test_worker_started_before_master_joins_once_master_listens(tmp_path):
+    """Worker first, master 3 s later: the worker waits inside init_process_group and both join."""
+    port = _port()
+    (tmp_path / "w.py").write_text(STORE_CLIENT.replace("TIMEOUT", "60"))
+    base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    w = subprocess.Popen([sys.executable, "w.py"], cwd=tmp_path, env=_env(tmp_path, dict(base, RANK="1")),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    m = subprocess.run([sys.executable, "w.py"], cwd=tmp_path, env=_env(tmp_path, dict(base, RANK="0")),
+                       capture_output=True, text=True, timeout=120)
+    wo, _ = w.communicate(timeout=120)
+    assert "JOINED 0 2" in m.stdout and "JOINED 1 2" in wo, (m.stdout, wo)
