@@ -59,7 +59,8 @@ def _torchrun(tmp_path, pods, args):
     bindir = os.path.dirname(sys.executable)
     procs = []
     for penv in pods:
-        argv = [os.path.join(bindir, "torchrun")] + [re.sub(r"\$([A-Z_]+)", lambda m: penv[m.group(1)], a) for a in args]
+        argv = [os.path.join(bindir, "torchrun")]
+        argv += [re.sub(r"\$([A-Z_]+)", lambda m: penv[m.group(1)], a) for a in args]
         procs.append(subprocess.Popen(argv + ["train.py"], cwd=tmp_path, env=_env(tmp_path, penv),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
@@ -159,3 +160,29 @@ def test_worker_started_before_master_joins_once_master_listens(tmp_path):
                        capture_output=True, text=True, timeout=120)
     wo, _ = w.communicate(timeout=120)
     assert "JOINED 0 2" in m.stdout and "JOINED 1 2" in wo, (m.stdout, wo)
+
+
+PORTABLE = ('torchrun --nnodes=${PET_NNODES:-$WORLD_SIZE} --node_rank=${PET_NODE_RANK:-$RANK} --nproc_per_node=2 '
+            '--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train.py')
+
+
+def test_portable_command_works_with_and_without_pet(tmp_path):
+    """One `sh -c` command for either operator generation (no elasticPolicy): PET_NNODES/PET_NODE_RANK when
+    present, else the old WORLD_SIZE/RANK. On v1.7+ with an integer nprocPerNode, WORLD_SIZE is pods x
+    nprocPerNode (4 here), so `--nnodes=$WORLD_SIZE` alone would be wrong there; the fallback never uses it."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    for new in (False, True):
+        port = _port()
+        pods = _old_pods(port)
+        if new:
+            for i, p in enumerate(pods):
+                p.update({"WORLD_SIZE": "4", "PET_NNODES": "2", "PET_NODE_RANK": str(i), "PET_MASTER_ADDR": "127.0.0.1",
+                          "PET_MASTER_PORT": str(port), "PET_NPROC_PER_NODE": "2"})
+        procs = [subprocess.Popen(["sh", "-c", PORTABLE], cwd=tmp_path, env=_env(tmp_path, p),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in pods]
+        outs = []
+        for p in procs:
+            o, e = p.communicate(timeout=120)
+            assert p.returncode == 0, e[-3000:]
+            outs.extend(json.loads(x) for x in o.splitlines() if x.startswith("{"))
+        assert sorted(o["rank"] for o in outs) == [0, 1, 2, 3] and {o["world"] for o in outs} == {4}, (new, outs)
