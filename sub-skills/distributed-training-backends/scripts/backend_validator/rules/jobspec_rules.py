@@ -270,7 +270,8 @@ def operator_env(ctx: Context):
     kubeflow/pytorch-operator and training-operator <= v1.6.0 (without elasticPolicy) set just
     MASTER_ADDR/MASTER_PORT/WORLD_SIZE (pods)/RANK (pod index): there the flags are needed
     (--nnodes=$(WORLD_SIZE) --node_rank=$(RANK) --master_addr=$(MASTER_ADDR) --master_port=$(MASTER_PORT)),
-    or ${PET_NNODES:-$WORLD_SIZE} / ${PET_NODE_RANK:-$RANK} inside sh -c for either release.
+    or ${PET_NNODES:-$WORLD_SIZE} / ${PET_NODE_RANK:-$RANK} inside sh -c for either release
+    (with a Master replica, which gives RANK/MASTER_ADDR, and no elasticPolicy).
 
     Fails:
     ```yaml
