@@ -23,8 +23,10 @@ TRAIN = """import json, os, torch.distributed as dist
 dist.init_process_group("gloo")
 t = __import__("torch").ones(1)
 dist.all_reduce(t)
-print(json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item(),
-                  "node_rank": os.environ.get("GROUP_RANK"), "local": os.environ.get("LOCAL_RANK")}), flush=True)
+# one write per line: print() writes the text and the newline separately, and two local ranks sharing
+# torchrun's stdout pipe interleaved them ('{...}{...}' on one line) in an audit run
+os.write(1, (json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item(),
+                         "node_rank": os.environ.get("GROUP_RANK"), "local": os.environ.get("LOCAL_RANK")}) + "\\n").encode())
 dist.destroy_process_group()
 """
 
