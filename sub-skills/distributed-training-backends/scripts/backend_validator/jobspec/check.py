@@ -418,7 +418,9 @@ def analyse(spec: JobSpec, step: Step, views: List[View]) -> List[Issue]:
                 out.append(Issue("jobspec-operator-env-overridden", f"--{dest.replace('_', '-')} {w.text} is written "
                                  f"into the command: it wins over {pet}={step.operator_env[pet]} that the operator "
                                  "sets for each pod, and goes stale when replicas or nprocPerNode change",
-                                 f"drop the flag (torchrun reads {pet}) or use $({pet})", off))
+                                 f"drop the flag (torchrun reads {pet}) or use $({pet}); only on training-operator "
+                                 ">= v1.7.0: older operators set no PET_* sizes and need the flag (check the pod's env)",
+                                 off))
     # (h) accelerate num_processes is the total
     if launcher == "accelerate" and v0.nnodes and v0.nnodes[0] > 1 and v0.num_processes is not None:
         gpn = step.gpus_per_node

@@ -266,6 +266,12 @@ def operator_env(ctx: Context):
     """torchrun takes each option's default from ``PET_<NAME>``, which the operator sets per pod
     (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR/PORT, PET_RDZV_*). A flag
     written in the command wins over it, and goes stale when the replicas or nprocPerNode change.
+    The check models training-operator v1.9.0: the PET_* sizes exist from v1.7.0 (PR #1840) only.
+    kubeflow/pytorch-operator and training-operator <= v1.6.0 (without elasticPolicy) set just
+    MASTER_ADDR/MASTER_PORT/WORLD_SIZE (pods)/RANK (pod index): there the flags are needed
+    (--nnodes=$(WORLD_SIZE) --node_rank=$(RANK) --master_addr=$(MASTER_ADDR) --master_port=$(MASTER_PORT)),
+    or ${PET_NNODES:-$WORLD_SIZE} / ${PET_NODE_RANK:-$RANK} inside sh -c for either release
+    (with a Master replica, which gives RANK/MASTER_ADDR, and no elasticPolicy).
 
     Fails:
     ```yaml
