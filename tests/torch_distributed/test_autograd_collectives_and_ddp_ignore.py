@@ -93,7 +93,7 @@ class _Stream:
         return False
 
 
-def _parallel_apply_on_cpu(outer):
+def _parallel_apply_on_cpu(outer, n=2):
     pa = sys.modules["torch.nn.parallel.parallel_apply"]
     real = torch.is_autocast_enabled
     x = torch.ones(2, 2)
@@ -104,7 +104,7 @@ def _parallel_apply_on_cpu(outer):
          mock.patch.object(pa, "_get_device_index", lambda x, optional=False: 0), \
          mock.patch.object(pa.torch, "is_autocast_enabled", lambda *a: real(*a) if a else real("cpu")):
         with outer:
-            return pa.parallel_apply([_Probe(), _Probe()], [(x,), (x,)], devices=[0, 0])
+            return pa.parallel_apply([_Probe() for _ in range(n)], [(x,)] * n, devices=[0] * n)
 
 
 def test_parallel_apply_reenters_autocast_enabled_but_not_its_dtype():
@@ -116,6 +116,10 @@ def test_parallel_apply_reenters_autocast_enabled_but_not_its_dtype():
     assert [o["enabled"] for o in fp16] == [True, True]
     # the outer dtype is not carried: each thread gets the device's default (CPU: bfloat16)
     assert [o["mm"] for o in fp16] == [torch.bfloat16, torch.bfloat16]
+    # one replica (a one-chunk batch) runs in the calling thread: the outer dtype holds
+    one = _parallel_apply_on_cpu(torch.autocast("cpu", dtype=torch.float16), n=1)
+    assert one[0]["thread"] == threading.current_thread().name
+    assert one[0]["enabled"] is True and one[0]["mm"] == torch.float16
 
 
 def test_autocast_state_and_dtype_are_per_thread_cuda_default_float16():
@@ -131,3 +135,34 @@ def test_autocast_state_and_dtype_are_per_thread_cuda_default_float16():
     with torch.autocast("cpu"):
         assert torch.is_autocast_enabled() is False        # no argument reads the CUDA flag only
         assert torch.is_autocast_enabled("cpu") is True
+
+
+_DDP_ONLY = """
+import datetime, faulthandler, os, sys, torch, torch.distributed as dist, torch.nn as nn
+faulthandler.enable()
+rank = int(sys.argv[1])
+store = dist.FileStore(sys.argv[2], 2)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=20))
+print("level", dist.get_debug_level(), flush=True)
+from torch.nn.parallel import DistributedDataParallel as DDP
+DDP(nn.Linear(2, 2))
+print("constructed", flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("level", ["DETAIL", "INFO"])
+def test_fresh_ddp_construction_under_debug_level(tmp_path, level, clean_env):
+    """ddp.md / catalog: DETAIL's SIGSEGV needs nothing but DDP construction in a fresh gloo job."""
+    env = clean_env(TORCH_DISTRIBUTED_DEBUG=level)
+    store = str(tmp_path / "store")
+    procs = [subprocess.Popen([sys.executable, "-c", _DDP_ONLY, str(r), store], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert f"level DebugLevel.{level}" in out, out
+        if level == "DETAIL":
+            assert p.returncode == -11 and "constructed" not in out, out      # SIGSEGV
+            assert "_ddp_init_helper" in out, out                              # faulthandler stack
+        else:
+            assert p.returncode == 0 and "constructed" in out, out

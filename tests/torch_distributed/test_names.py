@@ -265,6 +265,10 @@ OTHER_API |= {"_ddp_params_and_buffers_to_ignore", "modules_to_save", "original_
 CALLABLES["_set_params_and_buffers_to_ignore_for_model"] = (
     importlib.import_module("torch.nn.parallel").DistributedDataParallel._set_params_and_buffers_to_ignore_for_model)
 CALLABLES["hasattr"] = hasattr               # process-groups.md's `hasattr(dist, "nn")` probe
+# ddp.md's DataParallel/Apex paragraph (fx13b audit): torch's parallel_apply; Apex's check_models and
+# cast_model_type come from the fetched NVIDIA/apex snapshot at cb65b8ed^ (apex is not installed): names only
+CALLABLES["parallel_apply"] = importlib.import_module("torch.nn.parallel.parallel_apply").parallel_apply
+OTHER_API |= {"check_models", "cast_model_type"}
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
