@@ -32,6 +32,9 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "transformers-trainer-ddp-args.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
+    "_ddp_params_and_buffers_to_ignore": "DDP's ignore-list attribute, torch/nn/parallel/distributed.py (outside this corpus; checked in tests/torch_distributed/test_names.py)",
+    "modules_to_save": "a PEFT name (PEFT is not installed; huggingface/peft#899)",
+    "original_module": "a PEFT ModulesToSaveWrapper attribute (PEFT is not installed; huggingface/peft#899)",
     "ATEN_CPU_CAPABILITY": "torch's CPU-kernel dispatch variable, read by libtorch (C++), not the Python sources",
     "per_device": "shorthand for per_device_train_batch_size inside a formula cell",
     "run_qa": "a transformers example script, named as the user's script",

@@ -256,6 +256,19 @@ _tf_modeling = Path(importlib.util.find_spec("transformers").origin).parent / "m
 assert "    def tie_weights(" in _tf_modeling.read_text(encoding="utf-8")
 CALLABLES["tie_weights"] = None                  # name checked only (above)
 OTHER_API |= {"prepare_model"} if hasattr(_acc.Accelerator, "prepare_model") else set()
+# ddp.md's ignore list and PEFT case (set-13 s13-A3b-07): the attribute DDP's constructor reads, its setter; PEFT is
+# not installed, its ModulesToSaveWrapper names (modules_to_save, original_module, the head `score`) come from
+# huggingface/peft#899 and are names only
+_ddp_src = inspect.getsource(importlib.import_module("torch.nn.parallel.distributed"))
+assert "module._ddp_params_and_buffers_to_ignore" in _ddp_src
+OTHER_API |= {"_ddp_params_and_buffers_to_ignore", "modules_to_save", "original_module", "score"}
+CALLABLES["_set_params_and_buffers_to_ignore_for_model"] = (
+    importlib.import_module("torch.nn.parallel").DistributedDataParallel._set_params_and_buffers_to_ignore_for_model)
+CALLABLES["hasattr"] = hasattr               # process-groups.md's `hasattr(dist, "nn")` probe
+# ddp.md's DataParallel/Apex paragraph (fx13b audit): torch's parallel_apply; Apex's check_models and
+# cast_model_type come from the fetched NVIDIA/apex snapshot at cb65b8ed^ (apex is not installed): names only
+CALLABLES["parallel_apply"] = importlib.import_module("torch.nn.parallel.parallel_apply").parallel_apply
+OTHER_API |= {"check_models", "cast_model_type"}
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
