@@ -31,6 +31,8 @@ OURS = {
     "warmup_ratio": "not an argument of 5.25.0: the args-checks page shows its TypeError",
     "old_machine": "folder name in the run's captured warning",
     "transformer_layer_cls_to_warp": "the misspelling the page warns is accepted silently",
+    "modules_to_save": "a PEFT option (PEFT is not installed); the DDP mechanism is run in ddp.md's tests",
+    "original_module": "the PEFT wrapper's copy of a modules_to_save module (PEFT is not installed)",
 }
 
 

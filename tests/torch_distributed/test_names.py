@@ -168,7 +168,7 @@ NAMESPACES += [torch.distributed.fsdp.ShardingStrategy,
                importlib.import_module("torch.distributed.checkpoint.state_dict_saver"),
                importlib.import_module("torch.distributed.checkpoint.utils")]
 # Words in code spans that are values, files or objects of the examples, not API names.
-VALUES = {"None", "True", "False", "inf", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
+VALUES = {"UserWarning", "None", "True", "False", "inf", "static", "c10d", "gloo", "nccl", "mpi", "ucc", "xccl", "fake", "undefined",
           "cpu", "cuda", "xpu", "gpu", "auto", "spawn", "fork", "forkserver", "default", "none", "lo", "eth0",
           "eth", "file_descriptor", "file_system", "SUM", "INFO", "DETAIL", "OFF", "WARNING", "ERROR", "FATAL",
           "WARN", "TRACE", "model", "optim", "env", "tcp", "torchrun", "deepspeed", "srun", "sampler", "step",
@@ -201,9 +201,10 @@ JOBSPEC = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "b
 SLURM_FLAGS = {"--nodes", "--export", "--gpus-per-node", "--gpus-per-task", "--gres", "--ntasks-per-node"}
 EXTERNAL.update({f: "srun/sbatch (SLURM)" for f in SLURM_FLAGS})
 EXTERNAL.update({"--job-spec": "validate_backend_config.py", "--launch-command": "validate_backend_config.py",
-                 "--launcher": "deepspeed (runner.py)"})
+                 "--launcher": "deepspeed (runner.py)",
+                 "--pytorch-init-container-max-tries": "kubeflow/training-operator manager flag (v1.7.0+, PR #1756)"})
 SCHEDULER_NAMES = {"PYTHONUNBUFFERED", "elasticPolicy", "numNodes", "numProcPerNode", "nprocPerNode", "nProcPerNode",
-                   "replicas"}
+                   "replicas", "setPodEnv"}
 
 
 def _scheduler_name(name: str) -> bool:
