@@ -18,6 +18,7 @@ import subprocess
 import sys
 import socket
 import time
+from _procs import collect_json
 
 TRAIN = """import json, os, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -65,17 +66,7 @@ def _torchrun(tmp_path, pods, args):
         argv += [re.sub(r"\$([A-Z_]+)", lambda m: penv[m.group(1)], a) for a in args]
         procs.append(subprocess.Popen(argv + ["train.py"], cwd=tmp_path, env=_env(tmp_path, penv),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = []
-    for p in procs:
-        try:
-            o, e = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        assert p.returncode == 0, e[-3000:]
-        outs.extend(json.loads(x) for x in o.splitlines() if x.startswith("{"))
-    return outs
+    return collect_json(procs)
 
 
 def _old_pods(port, n=2):

@@ -4,7 +4,6 @@ environment the operator injects (torchrun reads PET_* as its defaults: no flag 
 Each worker joins a gloo process group and reports its rank and world size."""
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -12,6 +11,7 @@ import sys
 
 from backend_validator.jobspec import k8s, slurm
 from backend_validator.jobspec.model import JobSpec
+from _procs import collect_json
 
 TRAIN = """import json, os, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -76,17 +76,7 @@ def _start(launches, tmp_path, hostmap):
         env.update({"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"})
         procs.append(subprocess.Popen([os.path.join(bindir, argv[0])] + argv[1:], cwd=tmp_path, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = []
-    for p in procs:
-        try:
-            o, e = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        assert p.returncode == 0, e[-3000:]
-        outs.extend(json.loads(x) for x in o.splitlines() if x.startswith("{"))
-    return outs
+    return collect_json(procs)
 
 
 def test_slurm_script_launches_start(tmp_path):
