@@ -16,9 +16,8 @@ import os
 import re
 import subprocess
 import sys
-import socket
 import time
-from _procs import collect_json
+from _procs import collect_json, free_port
 
 TRAIN = """import json, os, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -32,12 +31,6 @@ dist.destroy_process_group()
 """
 
 
-def _port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 OLD_ENV = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "PORT", "WORLD_SIZE": "2", "PYTHONUNBUFFERED": "0"}
 
@@ -96,15 +89,15 @@ def test_torchrun_ignores_pod_rank_and_master_addr_without_pet(tmp_path):
 def test_bare_torchrun_on_old_operator_trains_alone(tmp_path):
     """Pod RANK=1, WORLD_SIZE=2 from the operator, no PET_*: bare torchrun (only a free port given, so
     the test does not collide on 29500) runs a one-node job; the child gets RANK 0, WORLD_SIZE 1."""
-    pod = _old_pods(_port())[1]
-    outs = _torchrun(tmp_path, [pod], ["--master-port", str(_port())])
+    pod = _old_pods(free_port())[1]
+    outs = _torchrun(tmp_path, [pod], ["--master-port", str(free_port())])
     assert outs == [{"rank": 0, "world": 1, "sum": 1.0, "node_rank": "0", "local": "0"}]
 
 
 def test_old_operator_env_as_node_flags_spans_all_pods(tmp_path):
     """The fix for the old operator: feed its per-pod values to torchrun as node-level flags. Two pods x
     two processes: global ranks 0-3, WORLD_SIZE = nnodes x nproc = 4, GROUP_RANK = the pod's RANK."""
-    pods = _old_pods(_port())
+    pods = _old_pods(free_port())
     outs = _torchrun(tmp_path, pods, ["--nnodes=$WORLD_SIZE", "--node_rank=$RANK", "--nproc_per_node=2",
                                       "--master_addr=$MASTER_ADDR", "--master_port=$MASTER_PORT"])
     assert sorted(o["rank"] for o in outs) == [0, 1, 2, 3]
@@ -143,7 +136,7 @@ def test_worker_before_master_name_resolves_retries_until_timeout(tmp_path):
 
 def test_worker_started_before_master_joins_once_master_listens(tmp_path):
     """Worker first, master 3 s later: the worker waits inside init_process_group and both join."""
-    port = _port()
+    port = free_port()
     (tmp_path / "w.py").write_text(STORE_CLIENT.replace("TIMEOUT", "60"))
     base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
     w = subprocess.Popen([sys.executable, "w.py"], cwd=tmp_path, env=_env(tmp_path, dict(base, RANK="1")),
@@ -165,7 +158,7 @@ def test_portable_command_works_with_and_without_pet(tmp_path):
     nprocPerNode (4 here), so `--nnodes=$WORLD_SIZE` alone would be wrong there; the fallback never uses it."""
     (tmp_path / "train.py").write_text(TRAIN)
     for new in (False, True):
-        port = _port()
+        port = free_port()
         pods = _old_pods(port)
         if new:
             for i, p in enumerate(pods):
@@ -214,7 +207,7 @@ def test_torchrun_worker_agent_waits_for_a_late_master(tmp_path):
     probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount --bind {hosts} /etc/hosts"],
                            capture_output=True, text=True)
     addr = "job-master-0" if probe.returncode == 0 else "127.0.0.1"
-    cmd = ["bash", "run.sh", str(hosts), addr, str(_port()), "12", tr]
+    cmd = ["bash", "run.sh", str(hosts), addr, str(free_port()), "12", tr]
     if addr == "job-master-0":
         cmd = ["unshare", "-rm"] + cmd
     r = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path, {}), capture_output=True, text=True, timeout=300)

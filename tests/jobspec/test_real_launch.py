@@ -5,13 +5,12 @@ Each worker joins a gloo process group and reports its rank and world size."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
 from backend_validator.jobspec import k8s, slurm
 from backend_validator.jobspec.model import JobSpec
-from _procs import collect_json
+from _procs import collect_json, free_port
 
 TRAIN = """import json, os, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -57,12 +56,6 @@ spec:
 """
 
 
-def _port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def _start(launches, tmp_path, hostmap):
@@ -80,7 +73,7 @@ def _start(launches, tmp_path, hostmap):
 
 
 def test_slurm_script_launches_start(tmp_path):
-    port = _port()
+    port = free_port()
     text = SBATCH.replace("PORT", str(port))
     spec = JobSpec("slurm", "job", text)
     slurm.load(spec, str(tmp_path))
@@ -93,7 +86,7 @@ def test_slurm_script_launches_start(tmp_path):
 
 
 def test_pytorchjob_operator_env_starts_torchrun_without_flags(tmp_path):
-    port = _port()
+    port = free_port()
     spec = JobSpec("", "job", MANIFEST.replace("PORT", str(port)))
     k8s.load(spec, str(tmp_path))
     st = spec.steps[0]
