@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 import tempfile
 from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -52,9 +56,8 @@ BACKENDS = {
 
 
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def _env(rank: int, world: int, port: int, launcher: bool) -> dict:

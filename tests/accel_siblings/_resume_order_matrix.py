@@ -11,11 +11,15 @@ usage: python tests/accel_siblings/_resume_order_matrix.py capture|render|write|
 """
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -61,9 +65,8 @@ def probe(sampler: str, mode: str, ckpt: Path, work: Path) -> dict:
 
 
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def collect() -> dict:

@@ -9,10 +9,14 @@ usage: python tests/accel_siblings/_sd_keys_matrix.py capture|render|write|--che
 """
 from __future__ import annotations
 
-import socket
 import sys
 import tempfile
 from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -46,9 +50,8 @@ EXPORTS = {"unwrap_state_dict": "`unwrap_model(model).state_dict()`", "get_state
 
 
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def collect() -> dict:

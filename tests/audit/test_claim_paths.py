@@ -25,6 +25,11 @@ from pathlib import Path
 
 import pytest
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 
 def _saved_with_tag(tag: str) -> bytes:
     import torch
@@ -238,14 +243,11 @@ def test_a_node_whose_master_address_is_its_own_loopback_waits_for_the_store_tim
     itself, where no store listens. Here: a client of a free loopback port keeps retrying until its timeout
     instead of failing at once (what such a node does; two hosts are not run)."""
     import datetime
-    import socket
     import time
 
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]                   # closed again: nothing listens there
+    port = _ports.free_port()                    # free and reserved: nothing listens there
     t0 = time.monotonic()
     with pytest.raises(Exception) as info:       # noqa: PT011 - the type differs across torch releases
         dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=1))

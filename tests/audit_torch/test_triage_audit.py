@@ -9,9 +9,15 @@ The ledger is tests/audit/claims/failure-triage.yaml.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
+
+from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 SCALER = r"""
 import io, logging, torch
@@ -37,10 +43,9 @@ for line in buf.getvalue().splitlines():
 """
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
+def _port() -> str:
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return str(_ports.free_port())
 
 
 def test_deepspeed_dynamic_loss_scaler_overflow_lines():

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _generated_blocks as gb  # noqa: E402
+import _ports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -113,9 +113,7 @@ def probe() -> dict:
 
 
 def run_probe() -> dict:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _ports.free_port()
     env = gb.child_env(ROOT, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="", RANK="0", LOCAL_RANK="0",
                        WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        TORCH_EXTENSIONS_DIR=str(ROOT / ".torch_ext"))

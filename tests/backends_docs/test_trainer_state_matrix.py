@@ -13,6 +13,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _trainer_state_matrix as gen  # noqa: E402
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def data():
@@ -84,11 +89,8 @@ def test_resume_into_dtensor_parameters_raises():
     run above has plain parameters, so its resume loads; a model really sharded at load time has DTensor
     parameters, and the plain load_state_dict that Trainer._load_from_checkpoint runs refuses the plain
     tensors of a save_only_model checkpoint."""
-    import socket
     import subprocess
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(_ports.free_port())
     probe = Path(__file__).resolve().parent / "_dtensor_resume_probe.py"
     out = subprocess.run([sys.executable, str(probe), port], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "RuntimeError: got mixed torch.Tensor and DTensor", out.stdout + out.stderr

@@ -24,10 +24,14 @@ import ast
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -85,10 +89,9 @@ def cases():
     return [dict(c, id=i) for i, _, c in CASES]
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _port() -> int:
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def run_cases(cs, ext=EXT):

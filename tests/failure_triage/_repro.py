@@ -15,13 +15,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 from functools import lru_cache
 from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG_DIR = REPO / "sub-skills" / "failure-triage" / "catalog"
@@ -156,9 +160,8 @@ FP16_PROBE = textwrap.dedent('''
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def child_env(**extra: str) -> dict:

@@ -24,6 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FIX = HERE / "failure_matrix"
@@ -170,9 +175,8 @@ LIVE = ("init-twice", "master-unreachable")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def _env(extra: dict) -> dict:

@@ -22,6 +22,11 @@ from pathlib import Path
 
 import pytest
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCRIPTS = REPO / "sub-skills" / "failure-triage" / "scripts"
@@ -66,10 +71,8 @@ def _run(cmd: list, env: dict, cwd, limit: float = RUN_LIMIT) -> tuple[int, str]
 
 
 def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def _torchrun(scenario: str, out: Path, **env) -> str:

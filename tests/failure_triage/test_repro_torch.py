@@ -28,7 +28,7 @@ import pytest
 import _repro as R  # noqa: E402  (tests/failure_triage is on sys.path: conftest.py)
 
 SINGLE_CASES = R.CASE_PRELUDE + r'''
-import argparse, datetime, os, socket, tempfile
+import argparse, datetime, os, socket, sys, tempfile
 import torch, torch.distributed as dist, torch.nn as nn
 T = datetime.timedelta
 tmp = tempfile.mkdtemp()
@@ -41,7 +41,7 @@ case("unknown_backend", lambda: dist.init_process_group("glooo", init_method="tc
 
 busy = socket.socket(); busy.bind(("127.0.0.1", 0)); busy.listen()
 case("port_in_use", lambda: dist.TCPStore("127.0.0.1", busy.getsockname()[1], 1, True, timeout=T(seconds=5)))
-free = socket.socket(); free.bind(("127.0.0.1", 0)); free_port = free.getsockname()[1]; free.close()
+free_port = int(sys.argv[1])   # from tests/_ports.py: outside the ephemeral range, reserved
 case("clients_timeout", lambda: dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port}",
                                                         rank=0, world_size=2, timeout=T(seconds=2)))
 case("client_connect_timeout", lambda: dist.TCPStore("127.0.0.1", 1, 2, False, timeout=T(seconds=2)))
@@ -298,7 +298,7 @@ def _agent_sigterm() -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def runs():
     with ThreadPoolExecutor(max_workers=3) as pool:
-        single = pool.submit(R.run_python, SINGLE_CASES, 300)
+        single = pool.submit(R.run_python, SINGLE_CASES, 300, None, [str(R.free_port())])
         jobs = {name: pool.submit(_job, name) for name in JOBS}
         rdzv = pool.submit(_rendezvous_timeout)
         agent = pool.submit(_agent_sigterm)

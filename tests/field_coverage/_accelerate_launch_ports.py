@@ -26,6 +26,11 @@ from unittest import mock
 
 import _accelerate_launch_env as base
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 SCRIPT = base.SCRIPT
 ONE = ["--num_processes", "2"]
 TWO = ["--num_processes", "4", "--num_machines", "2", "--main_process_ip", "127.0.0.1"]
@@ -55,9 +60,8 @@ SETTING = {"unset": "unset", "free": "`<P>` (free)", "0": "`0`", "busy": "`<P>` 
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def run_port_case(argv, mpi, setting, tmp: Path):

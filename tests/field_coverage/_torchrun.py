@@ -7,17 +7,20 @@ of a run started there and then."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def torchrun(probe: Path, *args: str, nproc: int, cwd: Path, env: dict, timeout: int = 600):

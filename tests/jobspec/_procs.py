@@ -4,7 +4,13 @@ line starting with "{")."""
 from __future__ import annotations
 
 import json
-import socket
+import sys
+from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 
 def collect_json(procs, timeout: float = 120) -> list:
@@ -22,9 +28,5 @@ def collect_json(procs, timeout: float = 120) -> list:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()

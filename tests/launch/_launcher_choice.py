@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import tempfile
 import warnings
@@ -29,6 +28,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _generated_blocks as gb  # noqa: E402
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_PATH = ROOT / "sub-skills" / "configuration-and-cli" / "references" / "launcher-choice.md"
@@ -141,9 +145,8 @@ class _Stop(Exception):
 
 
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def worker_case(started: str, cuda: bool, cpu: bool, backend) -> dict:

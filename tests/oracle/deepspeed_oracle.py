@@ -47,11 +47,16 @@ import io
 import json
 import math
 import os
-import socket
 import sys
 import tempfile
 import time
 import traceback
+from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 ENV_PATTERNS = ("not supported on your device", "not been implemented on cpu", "cuda", "nccl", "triton",
                 "no module named", "async_io", "is not available", "jit", "libaio", "cannot find -l",
@@ -61,11 +66,8 @@ ENV_PATTERNS = ("not supported on your device", "not been implemented on cpu", "
 
 
 def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def _setup():

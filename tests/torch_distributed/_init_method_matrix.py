@@ -27,6 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "data" / "init_method_capture.json"
 CASE_LIMIT_S = 25
@@ -142,10 +147,9 @@ MARKERS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def run_case(case, py=sys.executable):

@@ -24,6 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 CAPTURE = HERE / "data" / "multinode_capture.json"
 KEYS = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE",
@@ -145,10 +150,9 @@ CASES = [
 LIVE = ("slurm-env",)      # the rows the test reruns (no launcher: two bare processes)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def _argv(launcher, args, mode):

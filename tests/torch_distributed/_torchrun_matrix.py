@@ -21,6 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 WORKER = r'''#!{exe}
 import json, os, sys
 out = os.environ["TRM_OUT"]
@@ -63,10 +68,9 @@ NODE_TIMEOUT_S = 120      # a static node whose peer never comes would otherwise
 ENTRY = {"script": "train.py lr=0.1", "module": "train lr=0.1", "binary": "./train.py lr=0.1", "fail": "train.py fail_once=1"}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 @contextlib.contextmanager

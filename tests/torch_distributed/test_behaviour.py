@@ -11,6 +11,13 @@ import re
 import subprocess
 import sys
 
+from pathlib import Path
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
+
 
 def err(res: dict) -> str:
     assert "error" in res, f"expected an error, got {res}"
@@ -377,11 +384,9 @@ def _init_one(clean_env, **env):
     return r.stdout.strip()
 
 
-def _port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
+def _port() -> str:
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return str(_ports.free_port())
 
 
 def test_b38_env_init_needs_master_addr(clean_env):

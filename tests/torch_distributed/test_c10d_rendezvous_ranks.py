@@ -9,6 +9,7 @@ is started, so the whole test takes about a second.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,11 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 from torch.distributed.launcher.api import _get_addr_and_port
+
+_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
+if _TESTS not in sys.path:
+    sys.path.append(_TESTS)
+import _ports  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[2] / "sub-skills" / "torch-distributed" / "references" / "torchrun-multinode-slurm.md"
 
@@ -105,9 +111,7 @@ def test_which_node_hosts_the_rendezvous_store():
 
     assert _matches_machine_hostname(socket.gethostname()) and _matches_machine_hostname("127.0.0.1")
     assert not _matches_machine_hostname("192.0.2.1")          # TEST-NET-1: never this machine's address
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _ports.free_port()
 
     def params(is_host):
         return RendezvousParameters(backend="c10d", endpoint=f"127.0.0.1:{port}", run_id="h", min_nodes=1,
