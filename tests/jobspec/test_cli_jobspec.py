@@ -75,6 +75,26 @@ def test_hostile_input_one_line_exit_2(tmp_path, content, needle):
     assert len(lines) == 1 and needle.lower() in lines[0].lower() and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("name,content", [
+    ("job.json", "[1, 2]"), ("job.json", "{}"), ("job.json", "null"), ("job.yaml", ""),
+    ("job.yml", '"text"'), ("spec", '{"a": 1}'), ("spec", "[]"),
+])
+def test_manifest_without_a_job_is_an_input_error(tmp_path, name, content):
+    """A .json/.yaml/.yml file, or text opening with { or [, is a manifest: with no PyTorchJob/TrainJob in it
+    the answer is an input error (exit 2), not 'no launch command found' as if it were a batch script."""
+    p = tmp_path / name
+    p.write_text(content)
+    rc, out, err = run(["--job-spec", str(p)])
+    assert rc == 2 and "no PyTorchJob" in err and "jobspec-not-checked" not in out, out + err
+
+
+def test_a_batch_script_with_no_launch_is_still_an_info(tmp_path):
+    p = tmp_path / "job.sbatch"
+    p.write_text("#!/bin/bash\n#SBATCH --nodes=1\necho hello\n")
+    rc, out, err = run(["--job-spec", str(p)])
+    assert rc == 0 and "jobspec-not-checked" in out, out + err
+
+
 def test_missing_file_and_combination(tmp_path):
     rc, _, err = run(["--job-spec", str(tmp_path / "nope.sh")])
     assert rc == 2 and "no such file" in err

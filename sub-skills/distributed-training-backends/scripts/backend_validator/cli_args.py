@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     # --- job specs (backend_validator/jobspec/) ---
     p.add_argument("--job-spec", nargs="+", default=None, metavar="FILE",
                    help="SLURM batch script(s) or Kubeflow PyTorchJob/TrainJob manifest(s): check what every node "
-                        "and task launches")
+                        "and task launches (a .json/.yaml/.yml file, or text opening with { or [, is read as a manifest)")
     # --- end job specs ---
     p._building = False
     return p

@@ -42,8 +42,13 @@ class JobResult:
     notes: List[Tuple[str, str, int]] = field(default_factory=list)
 
 
-def detect(text: str) -> str:
+def detect(text: str, name: str = "") -> str:
+    """'k8s' for a manifest, else 'slurm'. A .json/.yaml/.yml file, or text opening with { or [, is a
+    manifest whatever it holds: read as a batch script it would only yield 'no launch command found'
+    (an info, exit 0) where the user needs an input error."""
     head = text.lstrip()[:4000]
+    if name.lower().endswith((".json", ".yaml", ".yml")) or head.startswith(("{", "[")):
+        return "k8s"
     if "#SBATCH" in text or head.startswith("#!") or "srun " in text:
         return "slurm"
     if "apiVersion" in head or "kind:" in head:
@@ -470,7 +475,7 @@ def check_job_spec(path: str, name: str, text: Optional[str] = None, cwd: Option
     cwd = cwd or os.path.dirname(os.path.abspath(path)) or "."
     options = options or Options(cwd=cwd)
     spec = JobSpec("", name, text)
-    kind = detect(text)
+    kind = detect(text, path or name)
     if kind == "k8s":
         from . import k8s
         try:
