@@ -129,7 +129,12 @@ def test_worker_before_master_name_resolves_retries_until_timeout(tmp_path):
     line = [x for x in r.stdout.splitlines() if x.startswith("EXC")][0]
     assert "DistNetworkError The client socket has timed out after 6000ms while trying to connect to " \
            "(job-master-0.invalid, 23456)" in line, line
-    assert 6 <= took <= 20, took  # up to about twice the timeout: one retry round after the first try
+    inner = float(line.split()[-1])      # seconds inside init_process_group, printed by the child
+    # At least the timeout, then it gives up: about one retry round past it. The child's own clock is
+    # used, so interpreter start and the torch import (tens of seconds on a loaded 2-core machine) do
+    # not count; the outer figure only has to show the process ended.
+    assert 6 <= inner <= 20, (inner, took)
+    assert took < 120, took
     assert r.stderr.count("cannot be retrieved (gai error") >= 3
     assert "retrying (try=0" in r.stderr
 
@@ -236,7 +241,9 @@ def test_torchrun_worker_agent_gives_up_after_rdzv_conf_timeout(tmp_path):
     assert "DistNetworkError: The client socket has timed out after 8000ms while trying to connect to " \
            "(job-master-0.invalid, 23456)" in r.stderr
     assert "retrying (try=0, timeout=8000ms" in r.stderr
-    assert 8 <= took <= 40, took
+    # At least the timeout; the upper bound only shows it gives up (one retry with a random delay of up to
+    # about 3x, plus two interpreter starts and torch imports, which a loaded machine stretches).
+    assert 8 <= took <= 120, took
 
 
 def test_portable_command_needs_a_master_replica(tmp_path):
