@@ -132,7 +132,13 @@ def _symmetric_links(entries) -> None:
 
 
 def dumps(data: dict) -> str:
-    return json.dumps(data, separators=(",", ":"), sort_keys=False, ensure_ascii=True) + "\n"
+    """Compact JSON with one name entry per line, so that `grep NAME names.json` prints the matching
+    entries only (as a single line, the whole 340 KB file came back to an agent that grepped it)."""
+    def enc(obj) -> str:
+        return json.dumps(obj, separators=(",", ":"), sort_keys=False, ensure_ascii=True)
+    head = [f"{enc(k)}:{enc(v)}" for k, v in data.items() if k != "entries"]
+    body = ",\n".join(enc(e) for e in data.get("entries", []))
+    return "{" + ",\n".join(head + ['"entries":[\n' + body + "\n]"]) + "}\n"
 
 
 def main(argv=None) -> int:
