@@ -1,10 +1,14 @@
 """dcp.save(..., use_collectives=False) and what reads it back (torch 2.13.0, gloo, CPU).
 
-Usage: python _dcp_rank_local_job.py save|load2|load3|collective OUTDIR
+Usage: python _dcp_rank_local_job.py save|load2|load3|load1|offline|collective OUTDIR
   save       2 ranks: dcp.save(use_collectives=False) into OUTDIR/ckpt; each rank records the files,
              read_metadata() with and without rank=, and the keys of its own metadata file.
   load2      2 ranks: dcp.load of that folder into fresh targets (same world size).
   load3      3 ranks: the same folder loaded at another world size (group timeout 8 s).
+  load1      1 rank: the same folder loaded at a smaller world size (target filled with -1).
+  collective 2 ranks: the same state saved with the default use_collectives=True into OUTDIR/ckc
+             (default planner) and OUTDIR/ckc_low (DefaultSavePlanner(dedup_save_to_lowest_rank=True)),
+             each loaded back: which rank's copy of the per-rank plain tensor was kept.
   offline    1 process, no group: dcp_to_torch_save of the folder.
 Each rank writes OUTDIR/<phase>.rankN.json. Ranks meet through a FileStore (no TCP port).
 """
@@ -76,8 +80,18 @@ def rank_main(rank, world, phase, outdir):
             r["own_metadata_keys"] = sorted(md.state_dict_metadata)
             r["own_metadata_sharded_chunks"] = [list(c.offsets) + list(c.sizes)
                                                 for c in md.state_dict_metadata["sharded"].chunks]
+        elif phase == "collective":
+            from torch.distributed.checkpoint import DefaultSavePlanner
+            for name, planner in (("ckc", None), ("ckc_low", DefaultSavePlanner(dedup_save_to_lowest_rank=True))):
+                d = os.path.join(outdir, name)
+                dcp.save(state(rank, world, True), checkpoint_id=d, planner=planner)
+                sd = state(rank, world, False)
+                dcp.load(sd, checkpoint_id=d)
+                r[name] = {"files": sorted(os.listdir(d)), "values": plain(sd)}
         else:
             sd = state(rank, world, False)
+            if phase == "load1":
+                sd["sharded"] = distribute_tensor(torch.full((6,), -1.0), init_device_mesh("cpu", (world,)), [Shard(0)])
             try:
                 dcp.load(sd, checkpoint_id=ckpt)
                 r["load"] = "ok"
@@ -101,6 +115,7 @@ def offline(outdir):
         r["keys"] = sorted(full)
         r["sharded_shape"] = list(full["sharded"].shape)
         r["sharded_first3"] = full["sharded"][:3].tolist()    # rank 0's chunk; the rest was never read
+        r["sharded_last3"] = full["sharded"][3:].tolist()     # torch.empty: uninitialised, not rank 1's 3, 4, 5
     except BaseException as e:  # noqa: BLE001
         r["error"] = _err(e)
     with open(os.path.join(outdir, "offline.rank0.json"), "w") as f:
@@ -112,6 +127,6 @@ if __name__ == "__main__":
     if phase == "offline":
         offline(outdir)
     else:
-        world = {"save": 2, "load2": 2, "load3": 3}[phase]
+        world = {"save": 2, "load2": 2, "load3": 3, "load1": 1, "collective": 2}[phase]
         mp.start_processes(rank_main, args=(world, phase, outdir), nprocs=world, join=True,
                            start_method="spawn")

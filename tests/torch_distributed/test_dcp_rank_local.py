@@ -1,7 +1,8 @@
 """dcp.save(..., use_collectives=False): per-rank metadata, how it is read back, other world sizes.
 
 torch 2.13.0, gloo on CPU, real processes (tests/torch_distributed/_dcp_rank_local_job.py):
-2 ranks save, 2 ranks load, 3 ranks load, one process converts offline.
+2 ranks save, 2 ranks load, 3 ranks load, 1 rank loads, one process converts offline; the same state
+saved collectively for comparison (which copy de-duplication keeps).
 Backs sub-skills/torch-distributed/references/fsdp2-and-dcp.md#rank-local-checkpoints-use_collectivesfalse.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _run(phase, outdir):
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("dcp_rank_local")
     out = {}
-    for phase in ("save", "load2", "load3", "offline"):
+    for phase in ("save", "load2", "load3", "load1", "offline", "collective"):
         out[phase] = _run(phase, d)
     return out
 
@@ -53,7 +54,7 @@ def test_dcp_load_same_world_size_falls_back_to_rank_local_metadata(runs):
     assert "Global metadata is not found. Falling back to rank local metadata." in log
     assert load[0]["values"]["sharded"] == [0.0, 1.0, 2.0] and load[1]["values"]["sharded"] == [3.0, 4.0, 5.0]
     # no de-duplication: a plain tensor with per-rank values comes back per rank
-    # (a collective save keeps rank 0's copy for every rank)
+    # (a collective save keeps one copy for every rank: test_collective_save_keeps_one_copy_not_always_rank_0s)
     assert load[0]["values"]["per_rank_plain"] == [1.0, 1.0] and load[1]["values"]["per_rank_plain"] == [2.0, 2.0]
     assert load[1]["values"]["dl_rank1"] == [101.0] and load[0]["values"]["epoch"] == 3
 
@@ -68,8 +69,30 @@ def test_dcp_load_at_another_world_size_fails_on_every_rank(runs):
         assert r["values"]["epoch"] == 0                     # nothing was loaded anywhere
 
 
+def test_dcp_load_at_a_smaller_world_size_loads_rank_0s_part_without_error(runs):
+    (r,), log = runs["load1"]
+    assert r["load"] == "ok", r
+    assert "Global metadata is not found. Falling back to rank local metadata." in log
+    # full-size DTensor target on 1 rank: only rank 0's chunk is read, the rest keeps the target's -1
+    assert r["values"]["sharded"] == [0.0, 1.0, 2.0, -1.0, -1.0, -1.0]
+    assert r["values"]["per_rank_plain"] == [1.0, 1.0] and r["values"]["epoch"] == 3
+
+
+def test_collective_save_keeps_one_copy_not_always_rank_0s(runs):
+    coll, _ = runs["collective"]
+    assert len(coll) == 2
+    assert coll[0]["ckc"]["files"] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    # default planner: each duplicated item goes to the rank with the fewest bytes planned so far;
+    # here rank 1 (rank 0 already holds its 12-byte shard), so both ranks get rank 1's value back
+    assert [r["ckc"]["values"]["per_rank_plain"] for r in coll] == [[2.0, 2.0], [2.0, 2.0]]
+    # DefaultSavePlanner(dedup_save_to_lowest_rank=True): rank 0's copy
+    assert [r["ckc_low"]["values"]["per_rank_plain"] for r in coll] == [[1.0, 1.0], [1.0, 1.0]]
+
+
 def test_offline_conversion_reads_only_rank_0_metadata(runs):
     (off,), log = runs["offline"]
     assert "error" not in off, off
     assert off["keys"] == ["dl_rank0", "epoch", "per_rank_plain", "replicated", "sharded"]   # no dl_rank1
     assert off["sharded_shape"] == [6] and off["sharded_first3"] == [0.0, 1.0, 2.0]          # rank 1's half not read
+    assert off["sharded_last3"] != [3.0, 4.0, 5.0]                                           # torch.empty memory
+    assert "Global metadata is not found. Falling back to rank local metadata." in log        # the only sign
