@@ -58,6 +58,8 @@ CALLABLES = {
     "all_reduce": dist.all_reduce, "get_rank": dist.get_rank, "get_world_size": dist.get_world_size,
     "get_backend": dist.get_backend, "get_backend_config": dist.get_backend_config,
     "is_initialized": dist.is_initialized, "get_debug_level": dist.get_debug_level,
+    "read_metadata": importlib.import_module("torch.distributed.checkpoint").FileSystemReader.read_metadata,
+    "DefaultSavePlanner": importlib.import_module("torch.distributed.checkpoint").DefaultSavePlanner,
     "is_gloo_available": dist.is_gloo_available, "is_nccl_available": dist.is_nccl_available,
     "is_mpi_available": dist.is_mpi_available, "is_ucc_available": dist.is_ucc_available,
     "is_xccl_available": dist.is_xccl_available,
@@ -203,6 +205,14 @@ EXTERNAL.update({f: "srun/sbatch (SLURM)" for f in SLURM_FLAGS})
 EXTERNAL.update({"--job-spec": "validate_backend_config.py", "--launch-command": "validate_backend_config.py",
                  "--launcher": "deepspeed (runner.py)",
                  "--pytorch-init-container-max-tries": "kubeflow/training-operator manager flag (v1.7.0+, PR #1756)"})
+# enroot's PyTorch hook and pyxis (schedulers-slurm-kubernetes.md, "Containers: pyxis and enroot"): read by those
+# projects' shell and C code, cited from the fetched NVIDIA/enroot (8ea147d) and NVIDIA/pyxis (1075199) snapshots
+CONTAINER_ENV = {"ENROOT_ENVIRON": "enroot runtime.sh", "PYTORCH_VERSION": "enroot hooks/extra/50-slurm-pytorch.sh",
+                 "PYXIS_CONTAINER_ENV": "pyxis (v0.21.0+)", "SLURM_STEP_TASKS_PER_NODE": "enroot hook before v3.4.0"}
+CONTAINER_NAMES = {"ENV", "export", "enroot_create_start_config", "pytorch_setup", "spank_import_container_env",
+                   "ip_local_port_range"}
+DCP_JOB_NAMES = {"dl_rank0", "dl_rank1", "local_step"}
+EXTERNAL.update({"--container-env": "srun with pyxis", "--container-image": "srun with pyxis"})
 SCHEDULER_NAMES = {"PYTHONUNBUFFERED", "elasticPolicy", "numNodes", "numProcPerNode", "nprocPerNode", "nProcPerNode",
                    "replicas", "setPodEnv"}
 
@@ -437,6 +447,9 @@ def test_environment_variables_exist_in_torch_or_are_nccl_own(torch_text, so_byt
             continue
         if name in _DS_LAUNCH_ENV:       # exported by deepspeed/launcher/launch.py, not torch
             continue
+        if name in CONTAINER_ENV:
+            assert name in (SKILL / "references" / "schedulers-slurm-kubernetes.md").read_text(), name
+            continue
         if name in NCCL_OWN:
             assert f"`{name}`" in nccl_section, f"{name}: NCCL's own variable must be in the NCCL section"
             continue
@@ -511,6 +524,21 @@ def test_bare_identifiers_are_known_api_names():
             import accelerate
             assert hasattr(accelerate.Accelerator, s)
             continue
+        if s in CONTAINER_NAMES:         # enroot/pyxis/kernel names, cited from their fetched sources
+            assert s in (SKILL / "references" / "schedulers-slurm-kubernetes.md").read_text(), s
+            continue
+        if s in DCP_JOB_NAMES:           # state keys and torch locals named in the rank-local DCP section
+            job = (REPO / "tests" / "torch_distributed" / "_dcp_rank_local_job.py").read_text()
+            assert (s.startswith("dl_rank") and 'f"dl_rank{rank}"' in job) or \
+                s in (DIST_PY / "checkpoint" / "state_dict_loader.py").read_text(), s
+            continue
+        if s == "port_in_use":           # the case id of the held-port test the schedulers page links
+            assert '"port_in_use"' in (REPO / "tests" / "failure_triage" / "test_repro_torch.py").read_text()
+            continue
+        if re.fullmatch(r"[0-9a-f]{7,12}", s) and re.search(r"\d", s) and re.search(r"[a-f]", s):
+            continue                     # a short upstream commit id (enroot, pyxis, accelerate histories)
+        if isinstance(getattr(__import__("builtins"), s, None), type):
+            continue                     # a builtin exception or type, e.g. FileNotFoundError
         if s not in known:
             bad.append(s)
     assert not bad, f"identifiers that are no parameter or attribute of the documented APIs: {bad}"
