@@ -31,6 +31,9 @@ def part_reprepare(out):
          "returned_is_original": m1 is net, "models_after_first": names(acc, net, m1)}
     r["returned_in_models_after_first"] = m1 in acc._models  # a `model in accelerator._models` guard
     r["returned_marked"] = getattr(m1, "_is_accelerate_prepared", False)
+    d_one = OUT / f"state_one_{acc.num_processes}"  # saved while one model is registered
+    acc.save_state(str(d_one))
+    acc.wait_for_everyone()
     m2 = acc.prepare(m1)
     r["again_is_same_object"] = m2 is m1
     r["again_type"] = type(m2).__name__
@@ -39,6 +42,14 @@ def part_reprepare(out):
     acc.save_state(str(d))
     acc.wait_for_everyone()
     r["state_files"] = sorted(p.name for p in d.iterdir() if p.name.startswith("model"))
+    from safetensors.torch import load_file
+    r["state_keys"] = {p.name: sorted(load_file(str(p))) for p in d.iterdir()
+                       if p.name.startswith("model") and p.name.endswith(".safetensors")}
+    try:
+        acc.load_state(str(d_one))
+        r["load_one_model_ckpt"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        r["load_one_model_ckpt"] = f"{type(e).__name__}: {e}"[:300]
     out["reprepare"] = r
     return acc
 

@@ -57,6 +57,7 @@ def test_single_process_reprepare_is_a_no_op(runs):
     assert r["returned_is_original"] is True  # no wrapper: prepare returns the module itself
     assert r["models_after_first"] == ["original"] and r["models_after_again"] == ["original"]
     assert r["state_files"] == ["model.safetensors"]
+    assert r["load_one_model_ckpt"] == "ok"
 
 
 def test_ddp_reprepare_of_returned_model_registers_it_again(runs):
@@ -69,6 +70,11 @@ def test_ddp_reprepare_of_returned_model_registers_it_again(runs):
         assert r["again_is_same_object"] is True and r["again_type"] == "DistributedDataParallel"  # no nesting
         assert r["models_after_again"] == ["original", "returned"]
         assert r["state_files"] == ["model.safetensors", "model_1.safetensors"]
+        # same values, but model_1 is the DDP's state dict: `module.`-prefixed keys
+        assert r["state_keys"] == {"model.safetensors": ["bias", "weight"],
+                                   "model_1.safetensors": ["module.bias", "module.weight"]}
+        # a checkpoint saved with one model registered no longer loads (no model_1 file)
+        assert r["load_one_model_ckpt"].startswith("FileNotFoundError") and "pytorch_model_1.bin" in r["load_one_model_ckpt"]
     t = text(REFS / "prepare.md")
     assert "registers the returned wrapper as a second model" in t
 
