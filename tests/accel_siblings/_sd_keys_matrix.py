@@ -13,14 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
-if _TESTS not in sys.path:
-    sys.path.append(_TESTS)
-import _ports  # noqa: E402
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
+import _ports  # noqa: E402  (tests/ is on sys.path)
 import _generated_blocks as gb  # noqa: E402
 
 CAPTURE = HERE / "sd_keys_capture.json"

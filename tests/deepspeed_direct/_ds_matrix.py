@@ -20,17 +20,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
-if _TESTS not in sys.path:
-    sys.path.append(_TESTS)
-import _ports  # noqa: E402
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CAPTURE = HERE / "ds_matrix_capture.json"
 PROBE = HERE / "_ds_probe.py"
 REFS = ROOT / "sub-skills" / "distributed-training-backends" / "references"
 sys.path.insert(0, str(HERE.parent))
+import _ports  # noqa: E402  (tests/ is on sys.path)
 import _generated_blocks as gb  # noqa: E402
 
 STAGES = (0, 1, 2, 3)

@@ -27,12 +27,8 @@ from unittest import mock
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _ports  # noqa: E402  (tests/ is on sys.path)
 import _generated_blocks as gb  # noqa: E402
-
-_TESTS = str(Path(__file__).resolve().parents[1])  # tests/, for _ports
-if _TESTS not in sys.path:
-    sys.path.append(_TESTS)
-import _ports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_PATH = ROOT / "sub-skills" / "configuration-and-cli" / "references" / "launcher-choice.md"
