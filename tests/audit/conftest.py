@@ -1,5 +1,5 @@
-"""Prints the ledger's counts per file (claims, backed by a run, by a cited source, unbacked,
-found wrong) at the end of a run of tests/audit, so un-backed claims are visible, not failures."""
+"""Prints the ledger's counts per file (claims, backed by a run, by a cited installed source, by a
+cited upstream line, by a benchmark, unbacked, found wrong) at the end of a run of tests/audit, so un-backed claims are visible, not failures."""
 from __future__ import annotations
 
 import importlib.util
@@ -17,12 +17,17 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"claims ledger unreadable: {exc}")
         return
     terminalreporter.section("claims ledger")
-    terminalreporter.write_line(f"{'file':40} claims  run  cited  unbacked  found-wrong  GPU-run")
-    total = dict.fromkeys(("claims", "test", "source", "none", "found_wrong", "device_run"), 0)
+    terminalreporter.write_line(f"{'file':40} claims  run  cited  upstream  bench  unbacked  found-wrong  GPU-run")
+    total = dict.fromkeys(("claims", "test", "source", "upstream", "benchmark", "none", "found_wrong",
+                           "device_run"), 0)
+
+    def line(name, row):
+        terminalreporter.write_line(f"{name:40} {row['claims']:6} {row['test']:4} {row['source']:6} "
+                                    f"{row['upstream']:9} {row['benchmark']:6} {row['none']:9} "
+                                    f"{row['found_wrong']:12} {row['device_run']:8}")
+
     for name, row in sorted(table.items()):
         for k in total:
-            total[k] += row[k]
-        terminalreporter.write_line(f"{name:40} {row['claims']:6} {row['test']:4} {row['source']:6} "
-                                    f"{row['none']:9} {row['found_wrong']:12} {row['device_run']:8}")
-    terminalreporter.write_line(f"{'total':40} {total['claims']:6} {total['test']:4} {total['source']:6} "
-                                f"{total['none']:9} {total['found_wrong']:12} {total['device_run']:8}")
+            total[k] += row.get(k, 0)
+        line(name, row)
+    line("total", total)

@@ -6,6 +6,12 @@ the reference it lives in, quotes a fragment of it, and carries its evidence:
 - `test: tests/<path>.py::test_name` -- a test that runs the code path (the function must exist);
 - `source: <package>/<path>.py::<qualname>` plus `contains: <text>` -- a cited line in the
   installed package (.venv site-packages), for claims with no CPU path;
+- `upstream: owner/repo@rev:path` (or `wheel:<file>.whl:<member>`) plus `contains: <text>` -- a cited
+  line in code that is not installed here (an older or newer release, torchtitan, enroot, pyxis, the
+  Kubeflow operator, horovod); tests/audit/verify_upstream.py reads it from git snapshots or wheels and
+  records the file's sha256 in tests/audit/upstream_verified.json, which this test checks (CI has
+  neither the snapshots nor the wheels). Counted as cited;
+- `benchmark: benchmarks/<file>.py` -- for a measured figure (a timing): the script that prints it;
 - `none` -- not backed yet; counted per file in the terminal summary, never a failure.
 
 A claim with no CPU path may also carry `device_run: tests/device/records/<file>.json::<probe>` -- the
@@ -35,7 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 CLAIMS = Path(__file__).resolve().parent / "claims"
 SITE = Path(sysconfig.get_paths()["purelib"])
 KINDS = {"behaviour", "default", "precedence", "ignored", "memory", "raises", "format", "version", "names"}
-EVIDENCE = {"test", "source", "none"}
+EVIDENCE = {"test", "source", "upstream", "benchmark", "none"}
+UPSTREAM_RECORDS = Path(__file__).resolve().parent / "upstream_verified.json"
 
 
 def _norm(text: str) -> str:
@@ -67,8 +74,8 @@ def evidence_kind(claim) -> str:
 def counts_per_file():
     table: dict[str, dict[str, int]] = {}
     for name, claim in LEDGER:
-        row = table.setdefault(name, {"claims": 0, "test": 0, "source": 0, "none": 0, "found_wrong": 0,
-                                      "device_run": 0})
+        row = table.setdefault(name, {"claims": 0, "test": 0, "source": 0, "upstream": 0, "benchmark": 0,
+                                      "none": 0, "found_wrong": 0, "device_run": 0})
         row["claims"] += 1
         kind = evidence_kind(claim)
         if kind == "test" and claim["evidence"].get("inspects_source"):
@@ -134,6 +141,22 @@ def test_claim_is_still_in_its_reference_and_its_evidence_exists(name, claim):
         assert needles, f"{claim['id']}: a source citation needs `contains:`"
         for needle in [needles] if isinstance(needles, str) else needles:
             assert needle in text, f"{claim['id']}: {rel} no longer contains {needle!r}"
+    elif kind == "upstream":
+        import json
+        spec = ev["upstream"]
+        ok = re.fullmatch(r"[\w.-]+/[\w.-]+@[\w.^~/-]+:\S+|wheel:[\w.+-]+\.whl:\S+", spec)
+        assert ok, f"{claim['id']}: upstream {spec!r} is not owner/repo@rev:path or wheel:FILE.whl:member"
+        needles = ev.get("contains")
+        assert needles, f"{claim['id']}: an upstream citation needs `contains:`"
+        needles = [needles] if isinstance(needles, str) else list(needles)
+        rec = json.loads(UPSTREAM_RECORDS.read_text(encoding="utf-8")).get(claim["id"])
+        assert rec and rec["upstream"] == spec and rec["contains"] == needles and \
+            rec.get("absent_at") == ev.get("absent_at"), (
+            f"{claim['id']}: no matching record in {UPSTREAM_RECORDS.name}: run tests/audit/verify_upstream.py --write")
+        assert re.fullmatch(r"[0-9a-f]{64}", rec["sha256"]), claim["id"]
+    elif kind == "benchmark":
+        rel = ev["benchmark"]
+        assert rel.startswith("benchmarks/") and (REPO / rel).is_file(), f"{claim['id']}: no benchmark {rel}"
 
 
 def test_found_wrong_claims_say_what_was_wrong():
