@@ -78,3 +78,34 @@ def test_kmp_affinity_only_for_cpu_launches(tmp_path):
     assert r["gpu_or_default"] == {"ACCELERATE_USE_CPU": "False", "KMP_AFFINITY": None, "KMP_BLOCKTIME": None}
     assert r["cpu"] == {"ACCELERATE_USE_CPU": "True", "KMP_AFFINITY": "granularity=fine,compact,1,0",
                         "KMP_BLOCKTIME": "1"}
+
+
+def test_empty_shard_conditions():
+    """A rank's shard is empty: n=1 with even_batches=False; n=3 with drop_last=True (batch 2, 2 ranks:
+    fewer than batch_size x num_processes samples), for either even_batches; the defaults pad n=1 so
+    both ranks get a batch (accelerate 1.15.0 BatchSamplerShard, the sampler prepare builds)."""
+    from torch.utils.data import BatchSampler, SequentialSampler
+    from accelerate.data_loader import BatchSamplerShard
+
+    def shards(n, drop_last, even):
+        bs = BatchSampler(SequentialSampler(range(n)), 2, drop_last)
+        return [list(BatchSamplerShard(bs, num_processes=2, process_index=i, even_batches=even)) for i in (0, 1)]
+
+    assert shards(1, False, False) == [[[0]], []]
+    assert shards(3, True, True) == [[], []] and shards(3, True, False) == [[], []]
+    assert shards(1, False, True) == [[[0, 0]], [[0, 0]]]
+    assert shards(0, False, True) == [[], []] and shards(0, False, False) == [[], []]
+
+
+def test_torch_wheel_bundles_gnu_libgomp():
+    """The torch wheel's OpenMP runtime is GNU libgomp (torch/lib/libgomp*.so*), which reads OMP_* and
+    GOMP_* but no KMP_* variable: the library's own strings name the variables it reads."""
+    import glob
+    import torch
+
+    libs = glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*.so*"))
+    assert libs, "no bundled libgomp: re-check the page's claim for this torch build"
+    assert "OpenMP" in torch.__config__.parallel_info()
+    data = open(libs[0], "rb").read()
+    assert b"OMP_NUM_THREADS" in data and b"GOMP_CPU_AFFINITY" in data
+    assert b"KMP_AFFINITY" not in data and b"KMP_BLOCKTIME" not in data

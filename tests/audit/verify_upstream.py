@@ -7,8 +7,8 @@ repository such as torchtitan, enroot, pyxis, horovod or the Kubeflow operator) 
     evidence:
       upstream: huggingface/accelerate@v1.13.0:src/accelerate/accelerator.py   # owner/repo@rev:path
       contains: [text that must be in that file at that revision, ...]
-      absent_at: v1.12.0      # optional: a revision whose copy of the file (if any) has none of them,
-                              # for "since vX" claims
+      absent_at: v1.12.0      # optional: a revision (for a wheel: another wheel file) whose copy of the
+                              # file, if any, has none of them, for "since vX" claims
     # or, for a file inside a published wheel that is not installed:
       upstream: wheel:torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl:torch/distributed/_functional_collectives.py
 
@@ -113,15 +113,13 @@ def main(argv=None) -> int:
                "verified": datetime.date.today().isoformat()}
         if ev.get("absent_at"):
             kind = parse(ev["upstream"])
-            if kind[0] != "git":
-                print(f"FAIL {c['id']}: absent_at needs a git citation")
-                failed += 1
-                continue
-            before = f"{kind[1]}@{ev['absent_at']}:{kind[3]}"
+            # git: another revision of the same path; wheel: another wheel file, same member
+            before = (f"{kind[1]}@{ev['absent_at']}:{kind[3]}" if kind[0] == "git"
+                      else f"wheel:{ev['absent_at']}:{kind[2]}")
             try:
                 old = read_cited(before, mirrors, wheels).decode("utf-8", errors="replace")
-            except FileNotFoundError as e:
-                if "no snapshot" in str(e):
+            except (FileNotFoundError, KeyError) as e:
+                if "no snapshot" in str(e) or "not in" in str(e):
                     print(f"FAIL {c['id']}: {e}")
                     failed += 1
                     continue
