@@ -16,7 +16,6 @@ Needs accelerate and torch installed (the dev environment: `make venv`). Exit co
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -28,16 +27,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_args import runs_and_output  # noqa: E402
+
 EXAMPLE = REPO / "sub-skills" / "configuration-and-cli" / "examples" / "whoami.py"
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=3, help="launches to time (default 3)")
-    ap.add_argument("--output", choices=("text", "json"), default="text")
-    a = ap.parse_args(argv)
-    if a.runs < 1:
-        ap.error("--runs must be at least 1")
+    a = runs_and_output(__doc__, argv, 3, "launches to time")
     launcher = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which("accelerate")
     if not launcher:
         print("bench_cpu_launch: accelerate not found (run from the dev environment: make venv)", file=sys.stderr)

@@ -13,7 +13,6 @@ Exit codes: 0 measured; 2 usage error; 1 a case no longer exits 2 (the figure wo
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import statistics
@@ -23,6 +22,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_args import runs_and_output  # noqa: E402
+
 sys.path.insert(0, str(REPO / "sub-skills" / "distributed-training-backends" / "scripts"))
 
 
@@ -52,12 +54,7 @@ def cases(tmp: Path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=5, help="runs per case (default 5)")
-    ap.add_argument("--output", choices=("text", "json"), default="text")
-    a = ap.parse_args(argv)
-    if a.runs < 1:
-        ap.error("--runs must be at least 1")
+    a = runs_and_output(__doc__, argv, 5, "runs per case")
     import backend_validator.cli as cli
     cli._rules_loaded()
     rows = []

@@ -23,7 +23,8 @@ Examples:
   python3 tests/audit/verify_upstream.py --write             # check and (re)write the records
   python3 tests/audit/verify_upstream.py --mirrors /data/mirrors --wheels /opt/pypi-more/files
 
-Exit codes: 0 all verified; 1 a citation failed (file missing or a text absent); 2 usage error.
+Exit codes: 0 all verified; 1 a citation failed (file missing or a text absent); 2 usage error or an
+unreadable ledger.
 """
 from __future__ import annotations
 
@@ -95,7 +96,12 @@ def main(argv=None) -> int:
     mirrors = a.mirrors or [str(REPO.parent / ".mirror")]
     wheels = a.wheels or ["/opt/pypi-more/files"]
     records, failed = {}, 0
-    for c in upstream_claims():
+    try:
+        claims = upstream_claims()
+    except Exception as e:  # a broken ledger file: one line, not a traceback
+        print(f"verify_upstream: cannot read the ledger: {type(e).__name__}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    for c in claims:
         ev = c["evidence"]
         try:
             data = read_cited(ev["upstream"], mirrors, wheels)
@@ -104,6 +110,10 @@ def main(argv=None) -> int:
             failed += 1
             continue
         text = data.decode("utf-8", errors="replace")
+        if not all(isinstance(n, str) for n in needles(ev)):
+            print(f"FAIL {c['id']}: every contains: entry must be a string (quote YAML text with ': ')")
+            failed += 1
+            continue
         missing = [n for n in needles(ev) if n not in text]
         if missing or not needles(ev):
             print(f"FAIL {c['id']}: {ev['upstream']} lacks {missing or 'a contains: text'}")

@@ -63,6 +63,9 @@ OTHER_SOURCE_NAMES = {
     "find_classes": "torchvision datasets/folder.py, reached from DALLE-pytorch train_vae.py ImageFolder",
     # transformers 4.x only (v4.57.1 source, not installed; 5.25.0 has no such field)
     "--adafactor": "transformers v4.57.1 src/transformers/training_args.py (TrainingArguments.adafactor)",
+    # NCCL's own (not installed; cited upstream in tests/audit/claims/failure-triage.yaml)
+    "NCCL_DEBUG": "NCCL src/debug.cc ncclParamDebugLevel",
+    "NCCL_": "the prefix deepspeed/launcher/runner.py sends for the CUDA accelerator (export_envs)",
 }
 # Flight-recorder names that live in torch's C++ sources, not in its Python files, with where they
 # were read (pytorch/pytorch torch/csrc/distributed/c10d/). "cpu": the 2.13.0 CPU library contains
