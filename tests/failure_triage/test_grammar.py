@@ -333,6 +333,28 @@ def test_catalog_cache_is_rebuilt_when_the_yaml_changes(tmp_path, triage):
         triage.load_catalog(cat_dir)
 
 
+def test_catalog_cache_has_short_lines_and_reloads_from_itself(tmp_path, triage):
+    """Agents grep the skill folder: the cache the tool writes beside the catalog keeps one entry (or one
+    trigger/key item) per line, so a hit prints that entry, not the whole 350 KB file (a set-15 answer
+    read 90k tokens through one such grep). The second load comes from the cache and matches the first."""
+    import json
+    import shutil
+    cat_dir = tmp_path / "catalog"
+    cat_dir.mkdir()
+    for f in (SCRIPTS.parent / "catalog").glob("*.yaml"):
+        shutil.copy(f, cat_dir / f.name)
+    first = triage.load_catalog(cat_dir)
+    text = (cat_dir / ".compiled.json").read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert len(doc["entries"]) == len(first.entries) > 100
+    lines = text.splitlines()
+    assert len(lines) > len(first.entries) and max(map(len, lines)) < 8000, max(map(len, lines))
+    (cat_dir / "torch.yaml").touch()  # same bytes: the key is unchanged, so the cache is used
+    again = triage.load_catalog(cat_dir)
+    assert [e.id for e in again.ordered] == [e.id for e in first.ordered]
+    assert again.trigger_of == first.trigger_of and again.keys == first.keys
+
+
 def test_catalog_loads_without_a_writable_cache_and_without_the_c_loader(tmp_path, triage, monkeypatch):
     import yaml
     monkeypatch.setenv("TRIAGE_NO_CACHE", "1")

@@ -354,6 +354,20 @@ def _from_cache(folder: str, key: str) -> Catalog | None:
         return None
 
 
+def _cache_text(doc: dict) -> str:
+    """The cache as JSON with one catalog entry (and one other top-level value) per line: agents grep
+    the skill folder, and a single 350 KB line would print whole for any hit."""
+    def dumps(v):
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+    def value(v):
+        if isinstance(v, dict) and v:  # trigger and key tables: one item per line
+            return "{\n" + ",\n".join(f"{dumps(k)}:{dumps(x)}" for k, x in v.items()) + "\n}"
+        return dumps(v)
+    lines = [f"{dumps(k)}:{value(v)}" for k, v in doc.items() if k != "entries"]
+    entries = ",\n".join(dumps(e) for e in doc["entries"])
+    return "{" + ",\n".join(lines) + ',\n"entries":[\n' + entries + "\n]}\n"
+
+
 def _write_cache(folder: str, key: str, cat: Catalog):
     doc = {"format": CACHE_FORMAT, "key": key,
            "entries": [[e.raw, e.file, e.index, e.klass] for e in cat.entries],
@@ -363,7 +377,7 @@ def _write_cache(folder: str, key: str, cat: Catalog):
     tmp = os.path.join(folder, f"{CACHE_NAME}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, ensure_ascii=False, separators=(",", ":"), default=str)
+            fh.write(_cache_text(doc))
         os.replace(tmp, os.path.join(folder, CACHE_NAME))
     except (OSError, TypeError, ValueError):
         try:
