@@ -81,6 +81,16 @@ def read_cited(spec: str, mirrors: list, wheels: list) -> bytes:
     raise FileNotFoundError(f"no snapshot of {repo} under {mirrors}")
 
 
+def _default_mirrors() -> list:
+    """../.mirror beside the checkout, and beside the main checkout when this is a git worktree."""
+    found = [REPO.parent / ".mirror"]
+    r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                       capture_output=True, text=True)
+    if r.returncode == 0 and r.stdout.strip():
+        found.append(Path(r.stdout.strip()).parent.parent / ".mirror")
+    return [str(p) for p in dict.fromkeys(found)]
+
+
 def upstream_claims():
     sys.path.insert(0, str(HERE))
     from test_claims_ledger import LEDGER  # noqa: E402  (reads the YAML only)
@@ -89,11 +99,13 @@ def upstream_claims():
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mirrors", action="append", help="folder of git snapshots (default: ../.mirror beside the repo)")
+    ap.add_argument("--mirrors", action="append",
+                    help="folder of git snapshots (default: ../.mirror beside this checkout and beside the main "
+                         "checkout of a worktree)")
     ap.add_argument("--wheels", action="append", help="folder of wheels (default: /opt/pypi-more/files)")
     ap.add_argument("--write", action="store_true", help="rewrite tests/audit/upstream_verified.json")
     a = ap.parse_args(argv)
-    mirrors = a.mirrors or [str(REPO.parent / ".mirror")]
+    mirrors = a.mirrors or _default_mirrors()
     wheels = a.wheels or ["/opt/pypi-more/files"]
     records, failed = {}, 0
     try:
