@@ -38,3 +38,40 @@ def test_flag_wins_over_exported_variable(tmp):
 def test_fp8_is_a_flag_choice():
     from accelerate.commands.launch import launch_command_parser
     assert launch_command_parser().parse_args(["--mixed_precision", "fp8", gen.SCRIPT]).mixed_precision == "fp8"
+
+
+def test_fp8_flag_without_a_backend_is_refused(tmp):
+    from accelerate.utils import is_fp8_available
+    if is_fp8_available():
+        pytest.skip("an FP8 backend is installed here")
+    # a real `accelerate launch` (run_case stubs is_fp8_available to True); the script never starts
+    import subprocess
+    import sys
+    (tmp / "train.py").write_text("raise SystemExit('script ran')\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1",
+                           "--mixed_precision", "fp8", "train.py"], cwd=tmp, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0 and "script ran" not in proc.stderr
+    assert "RuntimeError: FP8 is not available on this machine" in proc.stderr
+
+
+def test_tpu_launcher_keeps_the_exported_variable(tmp_path, monkeypatch):
+    """prepare_tpu writes no ACCELERATE_MIXED_PRECISION: xmp.spawn's children see the shell's value, even
+    against --mixed_precision no. torch_xla is absent here, so xla_multiprocessing is a recording stub."""
+    import sys
+    import types
+
+    from accelerate.commands.launch import launch_command_parser, tpu_launcher
+    seen = {}
+    xmp = types.ModuleType("torch_xla.distributed.xla_multiprocessing")
+    xmp.spawn = lambda fn, args=(): seen.setdefault("env", __import__("os").environ.get("ACCELERATE_MIXED_PRECISION"))
+    for name in ("torch_xla", "torch_xla.distributed"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "torch_xla.distributed.xla_multiprocessing", xmp)
+    (tmp_path / "train.py").write_text("def main():\n    pass\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    args = launch_command_parser().parse_args(["--tpu", "--mixed_precision", "no", "train.py"])
+    args.main_training_function = "main"
+    tpu_launcher(args)
+    assert seen["env"] == "bf16"
