@@ -123,3 +123,39 @@ def test_stale_shm_comm_lock_hangs_init_distributed_silently(tmp_path):
     assert all(ln[:1] in "WI" for ln in before.splitlines() if ln.strip()), before[-2000:]   # torchrun's own lines only
     assert text.count("file_baton.py") == 2 and text.count("in build_shm_op") == 2   # both ranks
     assert "cpp_extension.py" in text and "in init_distributed" in text
+
+
+REAL_CCL = textwrap.dedent('''
+    import os, json
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    import torch, deepspeed
+    import deepspeed.comm.comm as C
+    from deepspeed.accelerator import get_accelerator
+    get_accelerator()._communication_backend_name = "ccl"   # CPU_Accelerator with oneccl_bindings_for_pytorch
+    builder = get_accelerator().create_op_builder("CCLCommBuilder")
+    out = {"builder": type(builder).__name__}
+    try:
+        deepspeed.init_distributed(dist_backend="gloo")
+        out["raised"] = None
+    except Exception as e:
+        out["raised"] = f"{type(e).__name__}: {e}"
+    out["cdb"] = None if C.cdb is None else type(C.cdb).__name__
+    out["pg"] = torch.distributed.is_initialized()
+    print("RESULT", json.dumps(out), flush=True)
+''')
+
+
+def test_real_ccl_backend_raises_instead_of_falling_back_to_dist_backend(tmp_path):
+    # Post-fix audit: on the CPU accelerator build_ccl_op never returns None (get_op_builder always
+    # gives CCLCommBuilder), so a CCL op that cannot be built raises out of init_distributed; the
+    # uninitialized-CCLBackend fallback to dist_backend is not reachable with DS_ACCELERATOR=cpu.
+    probe = tmp_path / "ds_real_ccl.py"
+    probe.write_text(REAL_CCL)
+    env = {k: v for k, v in ENV.items() if k != "CCL_ROOT"} | {"MASTER_PORT": str(free_port()),
+                                                              "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    proc = subprocess.run([sys.executable, str(probe)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    out = result(proc)
+    assert out["builder"] == "CCLCommBuilder"
+    assert out["raised"].startswith("ValueError: Didn't find CCL_ROOT")
+    assert out["cdb"] is None and out["pg"] is False   # no TorchBackend(gloo), no process group
