@@ -95,6 +95,8 @@ def test_dist_backend_gloo_is_ignored_when_the_ccl_backend_initializes(tmp_path)
 
 
 def test_dist_backend_gloo_is_used_when_the_ccl_backend_does_not_initialize(tmp_path):
+    # The uninitialized CCLBackend is comm.py's path for an accelerator with no CCLCommBuilder; on
+    # CPU_Accelerator a failed CCL op raises instead (test_real_ccl_backend_raises_instead_...).
     out = _select(tmp_path, ccl_op_builds=False)
     assert out["ccl_backend_made"] == 1 and out["cdb"] == "TorchBackend" and out["torch_backend"] == "gloo"
 
