@@ -113,11 +113,11 @@ def doc_facts(repo_root):
                     if API_RE.match(tok_clean.split("(")[0]):
                         apis.add(tok_clean.split("(")[0])
                 # walk tokens in order: `accelerate X` sets the command, `x.py` sets a script
-                # `mpirun`/`mpiexec` hand the flags after them to MPI, not accelerate
+                # `mpirun`/`mpiexec` hand the flags after them to MPI, not accelerate; `gcloud`'s are its own
                 # `python -m torch.distributed.run` / `deepspeed --x` (the argv accelerate starts,
                 # launch-child-environment.md) hand the flags after them to torchrun / deepspeed's runner
                 for m in re.finditer(r"accelerate (config (?:default|update)\b|[a-z][a-z0-9-]*)|(\S+\.py)\b|"
-                                     r"\b(mpirun|mpiexec)\b|(?:python -m )?\b(torch\.distributed\.run)\b|"
+                                     r"\b(mpirun|mpiexec|gcloud)\b|(?:python -m )?\b(torch\.distributed\.run)\b|"
                                      r"\b(deepspeed)(?= --)|" + FLAG_RE.pattern.replace("(--", "(?P<flag>--", 1), seg):
                     if m.group(4):
                         state = "script:run.py"
