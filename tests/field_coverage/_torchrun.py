@@ -52,3 +52,10 @@ def shared(run, tmp_path_factory):
     """What run(tmp_path_factory) returns (or raises), from its prefetched run when there is one."""
     started = _STARTED.get(run)
     return started.result() if started is not None else run(tmp_path_factory)
+
+
+def side_by_side(run, tmp: Path, *variants) -> dict:
+    """run(tmp, v) for every variant at once (two torchrun jobs on two cores), as {variant: result}."""
+    with ThreadPoolExecutor(max_workers=len(variants), thread_name_prefix="variant") as pool:
+        futures = {v: pool.submit(run, tmp, v) for v in variants}
+        return {v: f.result() for v, f in futures.items()}

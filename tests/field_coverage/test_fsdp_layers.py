@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from _torchrun import torchrun  # noqa: E402
+from _torchrun import side_by_side, torchrun  # noqa: E402
 
 PROBE = Path(__file__).resolve().parent / "_fsdp_layers_probe.py"
 
@@ -26,10 +25,7 @@ def _run(tmp: Path, version: int) -> list:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fsdp_layers")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        one, two = pool.submit(_run, tmp, 1), pool.submit(_run, tmp, 2)
-        return {1: one.result(), 2: two.result()}
+    return side_by_side(_run, tmp_path_factory.mktemp("fsdp_layers"), 1, 2)
 
 
 def test_wrapping_happens_in_prepare(runs):

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from _torchrun import torchrun  # noqa: E402
+from _torchrun import side_by_side, torchrun  # noqa: E402
 
 PROBE = Path(__file__).resolve().parent / "_trainer_gpu_count_probe.py"
 
@@ -25,10 +24,7 @@ def _run(tmp: Path, nproc: int) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gpu_count")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        one, two = pool.submit(_run, tmp, 1), pool.submit(_run, tmp, 2)
-        return {1: one.result(), 2: two.result()}
+    return side_by_side(_run, tmp_path_factory.mktemp("gpu_count"), 1, 2)
 
 
 def test_more_processes_bigger_global_batch_fewer_steps(runs):
