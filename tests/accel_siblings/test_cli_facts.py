@@ -207,6 +207,8 @@ def test_flags_belong_to_their_command(repo_root, doc_facts, oracle):
     # (its parser lives in cli_args.py; cli.py keeps the argparse-free fast path)
     vdir = repo_root / "sub-skills/distributed-training-backends/scripts/backend_validator"
     scripts["validate_backend_config.py"] = script_options(vdir / "cli.py") | script_options(vdir / "cli_args.py")
+    # the bundle's name and release-change look-up, which the behaviour-changes pages point to
+    scripts["lookup.py"] = script_options(repo_root / "scripts" / "lookup.py")
     # the user's own script in commands.md#script-arguments-and-which-parser-complains (set-5 s5-acl-01)
     scripts["train.py"] = {"--config-path"}
     bad = []

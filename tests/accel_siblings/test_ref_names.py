@@ -27,7 +27,8 @@ BUILT_PREFIXES = ("ACCELERATE_FP8_", "MEGATRON_LM_", "ACCELERATE_")
 NOT_PACKAGE_NAMES = {
     # this bundle's own tools (checked against their --help by tests/bundle and tests/validator_cli)
     "--cwd": "validator flag", "--explain": "validator flag", "--job-spec": "validator flag",
-    "--launch-command": "validator flag", "--node-set": "validator flag", "validate_backend_config": "the validator",
+    "--launch-command": "validator flag", "--changes": "lookup.py flag", "--lib": "lookup.py flag",
+    "--since": "lookup.py flag", "WORDS": "placeholder of lookup.py --changes", "--node-set": "validator flag", "validate_backend_config": "the validator",
     "--phase": "examples/resume_checks.py flag", "--out": "examples/resume_checks.py / loop_checks flag",
     "loop_checks": "this bundle's example script", "accel_siblings": "this bundle's test folder",
     "acc_methods_capture": "this bundle's committed capture",

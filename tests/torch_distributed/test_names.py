@@ -202,6 +202,7 @@ EXTERNAL = {"--shm-size": "docker run", "--ipc": "docker run", "--network": "doc
 JOBSPEC = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "backend_validator" / "jobspec"
 SLURM_FLAGS = {"--nodes", "--export", "--gpus-per-node", "--gpus-per-task", "--gres", "--ntasks-per-node"}
 EXTERNAL.update({f: "srun/sbatch (SLURM)" for f in SLURM_FLAGS})
+EXTERNAL.update({"--changes": "scripts/lookup.py", "--lib": "scripts/lookup.py", "--since": "scripts/lookup.py"})
 EXTERNAL.update({"--job-spec": "validate_backend_config.py", "--launch-command": "validate_backend_config.py",
                  "--launcher": "deepspeed (runner.py)",
                  "--pytorch-init-container-max-tries": "kubeflow/training-operator manager flag (v1.7.0+, PR #1756)"})
