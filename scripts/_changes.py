@@ -178,6 +178,8 @@ def one_line(e: dict) -> str:
 
 
 def format_text(hits, shown, cover: dict, lib=None) -> str:
+    """Hits (the first SHOWN) and the coverage of the packages they come from (of LIB, or of all four
+    when nothing matched: a miss must say what was searched)."""
     lines = []
     for e in hits[:shown]:
         lines.append(one_line(e))
@@ -186,21 +188,25 @@ def format_text(hits, shown, cover: dict, lib=None) -> str:
             lines.append(f"  before the fix users saw: {e['symptom']}")
     if len(hits) > shown:
         lines.append(f"{len(hits) - shown} more: add words, --lib or --since to narrow")
-    lines.append(coverage_line(cover, lib))
+    libs = {lib} if lib else {e["lib"] for e in hits[:shown]}
+    lines.append(coverage_line(cover, libs or None))
     return "\n".join(lines)
 
 
 def coverage_line(cover: dict, only=None) -> str:
+    """ONLY: a package name or a set of them (None: all)."""
+    if isinstance(only, str):
+        only = {only}
     parts = []
     for lib in LIBS[:2]:
-        if only and lib != only:
+        if only and lib not in only:
             continue
         c = cover.get(lib)
         if isinstance(c, dict) and c.get("from") and c.get("to"):
             parts.append(f"{lib} {c['from']} .. {c['to']}")
     what = {"torch": "torch.distributed API", "transformers": "Trainer/TrainingArguments API"}
     for lib in API_LIBS:
-        t = cover.get(lib) if only in (None, lib) else None
+        t = cover.get(lib) if not only or lib in only else None
         if isinstance(t, dict) and t.get("versions"):
             v = t["versions"]
             parts.append(f"{what[lib]} {v[0]} .. {v[-1]} ({len(v)} releases compared; names, parameters, "

@@ -197,7 +197,8 @@ def syn(tmp_path):
     p = tmp_path / "release_changes.jsonl"
     p.write_text("".join(json.dumps(e) + "\n" for e in SYN), encoding="utf-8")
     (tmp_path / "release_changes_coverage.json").write_text(json.dumps(
-        {"accelerate": {"from": "v1.0.0", "to": "abc"}}), encoding="utf-8")
+        {"accelerate": {"from": "v1.0.0", "to": "abc"}, "deepspeed": {"from": "v0.14.1", "to": "def"}}),
+        encoding="utf-8")
     return p
 
 
@@ -210,8 +211,10 @@ def test_all_words_must_match_and_newest_first(syn):
     assert rc == 0 and "#3659" in out.replace("PR #", "#")
     rc, out, _ = run("--changes", "#3409", data=syn)
     assert rc == 0 and "--zero_stage" in out and "3659" not in out
+    assert "index covers: accelerate v1.0.0 .. abc." in out  # only the packages of the hits
     rc, out, _ = run("--changes", "zero_stage nomatchword", data=syn)
-    assert rc == 1 and "no release change matches" in out and "index covers: accelerate v1.0.0 .. abc" in out
+    assert rc == 1 and "no release change matches" in out  # a miss says everything that was searched
+    assert "index covers: accelerate v1.0.0 .. abc; deepspeed v0.14.1 .. def" in out
 
 
 def test_since_until_lib_filters_and_json(syn):
