@@ -50,12 +50,12 @@ def cast(torch, deepspeed, work):
     nn = torch.nn
 
     class MoE(nn.Module):
-        def __init__(self, upcast=False):
+        def __init__(self, upcast=False, buf_dtype=torch.float32):
             super().__init__()
             self.proj = nn.Linear(4, 4)
             self.router = nn.Linear(4, 2, bias=False)
             self.router_weight = nn.Parameter(torch.zeros(2, 4, dtype=torch.float32))
-            self.register_buffer("e_score_correction_bias", torch.zeros(2))
+            self.register_buffer("e_score_correction_bias", torch.zeros(2, dtype=buf_dtype))
             self.upcast = upcast
 
         def forward(self, x):
@@ -69,18 +69,22 @@ def cast(torch, deepspeed, work):
     base_cfg = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 0}}
     keep = ["router", "router_weight", "e_score_correction_bias"]
     bf16 = {"bf16": {"enabled": True}}
-    variants = {                                           # name: (config, upcast in forward)
+    variants = {                                           # name: (config, upcast in forward[, buffer dtype])
         "bf16": (bf16, False),
         "bf16 keep list": ({**bf16, "data_types": {"keep_in_fp32_modules": keep}}, False),
         "bf16 buffer_dtype bf16": ({**bf16, "data_types": {"buffer_dtype": "bf16"}}, False),
         "bf16 buffer_dtype bf16 keep list": ({**bf16, "data_types": {"buffer_dtype": "bf16",
                                                                      "keep_in_fp32_modules": keep}}, False),
         "bf16 weight.float()": (bf16, True),
+        # the buffer arrives in bf16 (a model loaded or built in bf16, or zero.Init): no buffer_dtype set
+        "bf16 buffer arrives bf16": (bf16, False, torch.bfloat16),
+        "bf16 buffer arrives bf16 keep list": ({**bf16, "data_types": {"keep_in_fp32_modules": keep}}, False,
+                                               torch.bfloat16),
         "torch_autocast": ({"torch_autocast": {"enabled": True, "dtype": "bfloat16"}}, False),
     }
-    for name, (extra, upcast) in variants.items():
+    for name, (extra, upcast, *buf) in variants.items():
         torch.manual_seed(0)
-        model = MoE(upcast)
+        model = MoE(upcast, *buf)
         cfg = {**base_cfg, **extra}
         engine, *_ = deepspeed.initialize(model=model, optimizer=_adamw(torch, model.parameters()), config=cfg)
         m = engine.module

@@ -4,7 +4,8 @@ accelerator (gloo) by _ds_runtime_probe.py (~40 s in all, the four pipeline runs
 - the plain DeepSpeedEngine writes no training loss to the monitor (csv_monitor: only Train_Samples_lr.csv),
   and engine.backward returns the loss divided by gradient_accumulation_steps;
 - bf16 casts every floating parameter to bf16, whatever data_types.keep_in_fp32_modules names (it keeps only
-  buffers, and only matters with data_types.buffer_dtype); an fp32 router works with weight.float() or under
+  buffers: it holds a listed buffer in fp32 against data_types.buffer_dtype, and upcasts a listed buffer
+  that arrives in bf16, with or without buffer_dtype); an fp32 router works with weight.float() or under
   the torch_autocast section, where parameters stay fp32;
 - PipelineEngine caches the first micro-batch's activation shape: an eval batch of another size crashes the
   receiving stage (gloo "Received data size doesn't match expected size"), also with num_micro_batches;
@@ -48,6 +49,9 @@ def test_bf16_casts_every_parameter(tmp_path):
     assert r["bf16"]["e_score_correction_bias"] == "torch.float32"
     assert r["bf16 buffer_dtype bf16"]["e_score_correction_bias"] == "torch.bfloat16"
     assert r["bf16 buffer_dtype bf16 keep list"]["e_score_correction_bias"] == "torch.float32"
+    # without buffer_dtype the list still acts: a listed buffer that arrives in bf16 is upcast to fp32
+    assert r["bf16 buffer arrives bf16"]["e_score_correction_bias"] == "torch.bfloat16"
+    assert r["bf16 buffer arrives bf16 keep list"]["e_score_correction_bias"] == "torch.float32"
     assert r["bf16 weight.float()"]["fp32 router forward"] == "ok"
     auto = r["torch_autocast"]
     assert {auto[k] for k in ("proj.weight", "router.weight", "router_weight")} == {"torch.float32"}
