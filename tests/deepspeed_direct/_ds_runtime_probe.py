@@ -7,7 +7,8 @@ usage: python _ds_runtime_probe.py monitor WORKDIR      (1 rank: what the plain 
                                                          under bf16, keep_in_fp32_modules, torch_autocast)
        python _ds_runtime_probe.py pipe WORKDIR VARIANT (2 ranks, 2 pipeline stages: train micro-batch 2,
                                                          eval batch 8; VARIANT = static | num_micro_batches |
-                                                         reset | dynamic)
+                                                         reset | dynamic; static_small / dynamic_small: eval
+                                                         batch 1)
 
 The caller sets DS_ACCELERATOR=cpu, a private TORCH_EXTENSIONS_DIR, RANK / WORLD_SIZE / MASTER_*.
 """
@@ -114,7 +115,7 @@ def pipe(torch, deepspeed, work, variant):
             return x
     layers.insert(2, Spy())
     model = PipelineModule(layers=layers, num_stages=2, loss_fn=nn.MSELoss(), partition_method="uniform",
-                           dynamic_shape=(variant == "dynamic"))
+                           dynamic_shape=variant.startswith("dynamic"))
     cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "steps_per_print": 1000}
     engine, *_ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()], config=cfg)
@@ -130,9 +131,11 @@ def pipe(torch, deepspeed, work, variant):
         if variant == "reset":
             engine.reset_activation_shape()
         kw = {"num_micro_batches": 1} if variant == "num_micro_batches" else {}
-        loss = engine.eval_batch(it(8), **kw)
+        loss = engine.eval_batch(it(1 if variant.endswith("_small") else 8), **kw)
         res["eval"] = "ok"
         res["eval_loss_is_tensor"] = torch.is_tensor(loss)
+        if torch.is_tensor(loss):
+            res["eval_loss"] = float(loss)
         if variant == "reset":
             engine.reset_activation_shape()
         engine.train_batch(it(2))

@@ -8,7 +8,8 @@ accelerator (gloo) by _ds_runtime_probe.py (~40 s in all, the four pipeline runs
   that arrives in bf16, with or without buffer_dtype); an fp32 router works with weight.float() or under
   the torch_autocast section, where parameters stay fp32;
 - PipelineEngine caches the first micro-batch's activation shape: an eval batch of another size crashes the
-  receiving stage (gloo "Received data size doesn't match expected size"), also with num_micro_batches;
+  receiving stage (gloo "Received data size doesn't match expected size"), also with num_micro_batches; a
+  smaller one runs without an error and gives a wrong eval loss;
   reset_activation_shape() around eval or PipelineModule(dynamic_shape=True) fixes it.
 """
 from __future__ import annotations
@@ -60,7 +61,7 @@ def test_bf16_casts_every_parameter(tmp_path):
 
 def _pipe_all(tmp_path):
     procs = {}
-    for v in ("static", "num_micro_batches", "reset", "dynamic"):
+    for v in ("static", "num_micro_batches", "reset", "dynamic", "static_small", "dynamic_small"):
         work = tmp_path / v
         work.mkdir()
         port = m._port()
@@ -94,3 +95,9 @@ def test_pipeline_eval_batch_size(tmp_path):
         for s in out[v]:
             assert s["rc"] == 0 and s["result"]["eval"] == "ok" and s["result"]["train_after_eval"] == "ok", v
         assert out[v][0]["result"]["sent_shapes"] == [[2, 16]] * 2 + [[8, 16]] * 2 + [[2, 16]] * 2, v
+    # a smaller eval batch (1 after micro-batch 2) does not abort: the last stage evaluates the old-size
+    # buffer (the new rows plus stale ones), so the eval loss differs from the dynamic_shape run's, silently
+    for v in ("static_small", "dynamic_small"):
+        for s in out[v]:
+            assert s["rc"] == 0 and s["result"]["eval"] == "ok" and s["result"]["train_after_eval"] == "ok", v
+    assert abs(out["static_small"][1]["result"]["eval_loss"] - out["dynamic_small"][1]["result"]["eval_loss"]) > 1e-3
