@@ -387,7 +387,20 @@ def config_section() -> List[Dict]:
         if r["n"] not in leaves:
             leaves.add(r["n"])
             rows.append(r)
+    _source_notes(rows)
     return rows
+
+
+def _source_notes(rows: List[Dict]) -> None:
+    """A note, in the installed source's own words, on a key whose name promises more than it does:
+    data_types.keep_in_fp32_modules keeps buffers only (the docstring of deepspeed/runtime/keep_in_fp32.py)."""
+    import deepspeed.runtime.keep_in_fp32 as kif
+    doc = " ".join((kif.__doc__ or "").split())
+    said = next((s for s in doc.split(". ") if s.startswith("Only buffers")), None)
+    for r in rows:
+        if r["n"] == "data_types.keep_in_fp32_modules" and said:
+            r["o"] = (f'deepspeed/runtime/keep_in_fp32.py: "{said.rstrip(".")}." Under bf16/fp16 every floating '
+                      "parameter is cast to the training dtype (engine._cast_module_mixed_precision)")
 
 
 PAIR_MODULES = ["runtime/constants.py", "runtime/swap_tensor/constants.py", "runtime/data_pipeline/constants.py",
