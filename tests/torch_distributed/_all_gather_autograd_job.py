@@ -76,6 +76,25 @@ def plain_all_gather(rank):
     return res
 
 
+def deprecation_names(rank):
+    """The replacement each torch.distributed.nn.functional collective names in its FutureWarning
+    (captured even where gloo then refuses the call)."""
+    from torch.distributed import nn as dist_nn
+    F = dist_nn.functional
+    x = torch.ones(WORLD)
+    calls = {"broadcast": lambda: F.broadcast(x.clone(), 0),
+             "reduce_scatter": lambda: F.reduce_scatter(torch.empty(1), list(x.clone().split(1))),
+             "all_to_all_single": lambda: F.all_to_all_single(torch.empty(WORLD), x.clone()),
+             "all_reduce": lambda: F.all_reduce(x.clone())}
+    out = {}
+    for name, call in calls.items():
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            cap(call)
+        out[name] = [str(m.message) for m in w if m.category is FutureWarning]
+    return out
+
+
 def worker(rank, outdir):
     store = dist.FileStore(os.path.join(outdir, "store"), WORLD)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD,
@@ -84,6 +103,7 @@ def worker(rank, outdir):
     for name in ("all_gather_single", "all_gather_single_autograd", "all_gather_tensor_autograd"):
         r[name] = cap(lambda: funcol_gather(rank, name))
     r["plain"] = cap(lambda: plain_all_gather(rank))
+    r["deprecations"] = deprecation_names(rank)
     r["torch"] = torch.__version__
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(r, f, indent=1)

@@ -82,3 +82,14 @@ def test_installed_sources_behind_the_claims():
     assert "return all_gather_single(self, gather_dim, group, tag)" in inspect.getsource(funcol.all_gather_single_autograd)
     assert '"sum"' in inspect.getsource(funcol.all_gather_into_tensor_backward)
     assert "_not_supported_under_compile" in inspect.getsource(F.all_gather)
+
+
+def test_each_dist_nn_collective_names_its_replacement(job):
+    """all_gather and reduce_scatter name the *_single functions, not a same-named one."""
+    expect = {"broadcast": "broadcast", "reduce_scatter": "reduce_scatter_single",
+              "all_to_all_single": "all_to_all_single", "all_reduce": "all_reduce"}
+    for r in job:
+        for name, repl in expect.items():
+            assert r["deprecations"][name] == [
+                f"torch.distributed.nn.functional.{name} is deprecated, "
+                f"use torch.distributed._functional_collectives.{repl} instead."], name
