@@ -118,3 +118,19 @@ def test_eval_oom_without_auto_find_and_standalone_evaluate_are_unchanged(tmp_pa
     # the fix the message asks for: a smaller eval batch
     tr.args.per_device_eval_batch_size = 8
     assert "eval_loss" in tr.evaluate()
+
+
+def test_the_eval_oom_message_matches_its_catalog_entry(tmp_path):
+    import re
+    from pathlib import Path
+
+    import yaml
+    repo = Path(__file__).resolve().parents[2]
+    entries = yaml.safe_load((repo / "sub-skills/failure-triage/catalog/transformers.yaml").read_text(encoding="utf-8"))
+    entry = next(e for e in entries if e["id"] == "transformers-eval-oom-auto-find-batch-size")
+    tr = make(tmp_path, OomTiny(train_limit=10**6, eval_limit=8), per_device_train_batch_size=2,
+              per_device_eval_batch_size=64, eval_strategy="steps", eval_steps=1)
+    with pytest.raises(RuntimeError) as info:
+        tr.train()
+    assert re.search(entry["pattern"], str(info.value))
+    assert entry["example"] == f"RuntimeError: {info.value}"
