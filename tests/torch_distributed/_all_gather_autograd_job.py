@@ -76,6 +76,28 @@ def plain_all_gather(rank):
     return res
 
 
+def ddp_global_loss(rank):
+    """DDP (which averages parameter gradients) + the differentiable gather, every rank computing one
+    global, non-separable loss over the gathered batch: the summed-over-ranks input gradient and DDP's
+    mean cancel, so the parameters get the single-process gradient of that loss (no rescaling)."""
+    from torch.distributed import nn as dist_nn
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2)
+    ref = torch.nn.Linear(3, 2)
+    ref.load_state_dict(lin.state_dict())
+    X = torch.randn(WORLD * 4, 3, generator=torch.Generator().manual_seed(1))
+
+    def loss_fn(z):
+        return (z @ z.t()).logsumexp(dim=1).mean()
+    ddp = torch.nn.parallel.DistributedDataParallel(lin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        z = torch.cat(dist_nn.functional.all_gather(ddp(X[rank * 4:(rank + 1) * 4])), dim=0)
+    loss_fn(z).backward()
+    loss_fn(ref(X)).backward()
+    return {"ddp_grad": lin.weight.grad.flatten().tolist(), "single_grad": ref.weight.grad.flatten().tolist()}
+
+
 def deprecation_names(rank):
     """The replacement each torch.distributed.nn.functional collective names in its FutureWarning
     (captured even where gloo then refuses the call)."""
@@ -104,6 +126,7 @@ def worker(rank, outdir):
         r[name] = cap(lambda: funcol_gather(rank, name))
     r["plain"] = cap(lambda: plain_all_gather(rank))
     r["deprecations"] = deprecation_names(rank)
+    r["ddp"] = cap(lambda: ddp_global_loss(rank))
     r["torch"] = torch.__version__
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(r, f, indent=1)

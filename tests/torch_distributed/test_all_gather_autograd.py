@@ -93,3 +93,12 @@ def test_each_dist_nn_collective_names_its_replacement(job):
             assert r["deprecations"][name] == [
                 f"torch.distributed.nn.functional.{name} is deprecated, "
                 f"use torch.distributed._functional_collectives.{repl} instead."], name
+
+
+def test_ddp_mean_cancels_the_summed_gather_gradient(job):
+    """Under DDP the parameters get exactly the single-process gradient of the global loss: the
+    world-size factor of the gather's backward is undone by DDP's averaging, so no 1/world rescale."""
+    for r in job:
+        d = r["ddp"]["ok"]
+        assert d["ddp_grad"] == pytest.approx(d["single_grad"], rel=1e-5, abs=1e-6)
+        assert d["ddp_grad"] != pytest.approx([g / 2 for g in d["single_grad"]], rel=1e-3)
