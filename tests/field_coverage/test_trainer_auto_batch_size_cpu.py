@@ -134,3 +134,40 @@ def test_the_eval_oom_message_matches_its_catalog_entry(tmp_path):
         tr.train()
     assert re.search(entry["pattern"], str(info.value))
     assert entry["example"] == f"RuntimeError: {info.value}"
+
+
+class OomOnceTiny(Tiny):
+    """Raises torch's OOM text on its `fail_at`-th training forward (after some optimizer steps)."""
+
+    def __init__(self, fail_at: int):
+        super().__init__()
+        self.fail_at, self.calls, self.seen = fail_at, 0, []
+
+    def forward(self, x, labels=None):
+        if self.training:
+            self.calls += 1
+            self.seen.append(x.shape[0])
+            if self.calls == self.fail_at:
+                raise RuntimeError(OOM)
+        return super().forward(x, labels)
+
+
+def test_a_retry_keeps_the_weights_and_optimizer_state_of_the_failed_attempt(tmp_path):
+    """The step counter and the LR schedule restart; the model and (no DeepSpeed/FSDP) the optimizer
+    object are reused, so the steps taken before the OOM stay in the weights and in Adam's state."""
+    torch.manual_seed(0)
+    model = OomOnceTiny(fail_at=3)                  # steps 1 and 2 at 16 succeed, step 3 runs out
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    tr = make(tmp_path, model, per_device_train_batch_size=16, max_steps=5, learning_rate=0.1)
+    tr.train()
+    assert model.seen[:4] == [16, 16, 16, 14] and len(model.seen) == 8   # 3 calls at 16, then 5 steps
+    assert tr.state.global_step == 5 and tr.state.train_batch_size == 14
+    adam_steps = {float(v["step"]) for v in tr.optimizer.state_dict()["state"].values()}
+    assert adam_steps == {7.0}                       # 2 steps of the failed attempt + 5 of the retry
+
+    fresh = OomOnceTiny(fail_at=-1)
+    fresh.load_state_dict(init)
+    tr2 = make(tmp_path / "fresh", fresh, auto_find_batch_size=False, per_device_train_batch_size=14,
+               max_steps=5, learning_rate=0.1)
+    tr2.train()
+    assert not torch.allclose(model.lin.weight, fresh.lin.weight)   # not a clean restart at 14
