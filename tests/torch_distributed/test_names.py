@@ -280,6 +280,12 @@ CALLABLES["hasattr"] = hasattr               # process-groups.md's `hasattr(dist
 # ddp.md's DataParallel/Apex paragraph (fx13b audit): torch's parallel_apply; Apex's check_models and
 # cast_model_type come from the fetched NVIDIA/apex snapshot at cb65b8ed^ (apex is not installed): names only
 CALLABLES["parallel_apply"] = importlib.import_module("torch.nn.parallel.parallel_apply").parallel_apply
+# process-groups.md's differentiable all-gather section (set-16 s16-D3-07, fx16b): the functional collectives and
+# torch.distributed.nn.functional's private autograd classes and helpers it cites; Tensor.contiguous
+_funcol = importlib.import_module("torch.distributed._functional_collectives")
+NAMESPACES += [_funcol, importlib.import_module("torch.distributed.nn.functional")]
+CALLABLES.update({"wait_tensor": _funcol.wait_tensor, "all_gather_single": _funcol.all_gather_single,
+                  "contiguous": torch.Tensor.contiguous})
 OTHER_API |= {"check_models", "cast_model_type"}
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
