@@ -43,6 +43,7 @@ RUNS = {"audit_job": _audit_job,
 @pytest.fixture(scope="session")
 def _audit_runs(request, tmp_path_factory):
     needed = {n for item in request.session.items for n in getattr(item, "fixturenames", ()) if n in RUNS}
+    tmp_path_factory.getbasetemp()      # created here: two pool threads creating it at once race (FileExistsError)
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="audit-run")
     futures = {name: pool.submit(build, tmp_path_factory) for name, build in RUNS.items() if name in needed}
 
