@@ -64,6 +64,12 @@ PIPE = textwrap.dedent('''
     loss = eng.train_batch(data_iter=batches())
     print("RESULT", json.dumps({"stage": eng.stage_id, "backend": torch.distributed.get_backend(),
                                 "cdb": type(C.cdb).__name__, "loss_finite": bool(torch.isfinite(loss))}), flush=True)
+    # skip the exit-time destructors (as _ds_runtime_probe.py does): left to them, a rank aborted once in CI
+    # after its RESULT line ("terminate called without an active exception", SIGABRT); the barrier keeps
+    # either rank from leaving while the other still talks to it
+    torch.distributed.barrier()
+    import os
+    os._exit(0)
 ''')
 
 LOCKED = textwrap.dedent('''
