@@ -5,6 +5,9 @@ usage: python _ds_runtime_probe.py monitor WORKDIR      (1 rank: what the plain 
                                                          what engine.backward returns)
        python _ds_runtime_probe.py cast WORKDIR         (1 rank: parameter / buffer dtypes after initialize
                                                          under bf16, keep_in_fp32_modules, torch_autocast)
+       python _ds_runtime_probe.py unused WORKDIR       (1 rank: ZeRO-2 with offload_optimizer cpu and a torch AdamW
+                                                         client optimizer, a Linear the loss never uses;
+                                                         ignore_unused_parameters true, then false)
        python _ds_runtime_probe.py pipe WORKDIR VARIANT (2 ranks, 2 pipeline stages: train micro-batch 2,
                                                          eval batch 8; VARIANT = static | num_micro_batches |
                                                          reset | dynamic; static_small / dynamic_small: eval
@@ -146,6 +149,33 @@ def pipe(torch, deepspeed, work, variant):
     return res
 
 
+def unused(torch, deepspeed, work):
+    class TwoLinears(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.used(x)
+
+    res = {}
+    for ignore in (True, False):
+        torch.manual_seed(0)
+        model = TwoLinears()
+        cfg = {"train_micro_batch_size_per_gpu": 1, "zero_force_ds_cpu_optimizer": False,
+               "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"},
+                                     "ignore_unused_parameters": ignore}}
+        try:
+            engine, *_ = deepspeed.initialize(model=model, optimizer=_adamw(torch, model.parameters()), config=cfg)
+            loss = engine(torch.randn(1, 4)).pow(2).mean()
+            engine.backward(loss)
+            engine.step()
+            res[str(ignore).lower()] = "ok"
+        except Exception as e:  # noqa: BLE001 - the exception is the result
+            res[str(ignore).lower()] = f"{type(e).__name__}: {' '.join(str(e).split())}"
+    return res
+
+
 def main():
     mode, work = sys.argv[1], Path(sys.argv[2])
     torch, deepspeed = base._setup()
@@ -153,6 +183,8 @@ def main():
         r = monitor(torch, deepspeed, work)
     elif mode == "cast":
         r = cast(torch, deepspeed, work)
+    elif mode == "unused":
+        r = unused(torch, deepspeed, work)
     else:
         r = pipe(torch, deepspeed, work, sys.argv[3])
     sys.stdout.write("RESULT " + json.dumps(r) + "\n")

@@ -39,6 +39,21 @@ def test_plain_engine_monitor_has_no_loss(tmp_path):
     assert r["has_losses_attr_value"] is None
 
 
+def test_zero2_offload_unused_parameter_asserts_only_when_not_ignored(tmp_path):
+    """failure-triage catalog deepspeed-zero-offload-unused-parameters: the default (true) steps; false asserts."""
+    r = _one("unused", tmp_path)
+    assert r["true"] == "ok"
+    assert r["false"].startswith("AssertionError: This assert indicates that your module has parameters that were not "
+                                 "used in producing loss."), r["false"]
+    assert "enable ignore_unused_parameters option in zero_optimization config" in r["false"]
+    triage = HERE.parents[1] / "sub-skills" / "failure-triage" / "scripts" / "triage_log.py"
+    log = tmp_path / "rank0.log"
+    log.write_text("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    engine.step()\n"
+                   + r["false"] + "\n")
+    out = subprocess.run([sys.executable, str(triage), "--output", "json", str(log)], capture_output=True, text=True)
+    assert json.loads(out.stdout)["root_cause"]["signature"] == "deepspeed-zero-offload-unused-parameters", out.stdout
+
+
 def test_bf16_casts_every_parameter(tmp_path):
     r = _one("cast", tmp_path)
     mismatch = "expected m1 and m2 to have the same dtype"
