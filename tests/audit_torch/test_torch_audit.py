@@ -375,8 +375,6 @@ def _signal_torchrun(tmp_path, harness, here, mode):
     """
     import os
     import signal
-    import subprocess
-    import sys
     import time
     cmd = [sys.executable, str(here / "_torchrun_signal_race.py"), mode, "--standalone", "--nproc-per-node", "2",
            "--max-restarts", "1", str(here / "_torchrun_signal_worker.py")]
@@ -428,7 +426,7 @@ def test_sigterm_to_torchrun_reaches_every_worker_and_ends_the_job_without_resta
 
 def test_sigterm_inside_the_metrics_wrapper_window(tmp_path, torchrun_harness):
     """launch-torchrun.md: the rare SIGTERM that lands in `prof`'s window before `start` is bound."""
-    import importlib.util
+    import json
     here, harness = torchrun_harness
     rc, err = _signal_torchrun(tmp_path, harness, here, "window")
     _assert_stopped_without_restart(tmp_path, rc, err)          # workers still get SIGTERM, still exit 1
@@ -437,23 +435,20 @@ def test_sigterm_inside_the_metrics_wrapper_window(tmp_path, torchrun_harness):
     assert "get_elapsed_time_ms(start)" in err
     assert not re.search(r"death signal, shutting down workers", err)   # run()'s except SignalException missed
     assert (tmp_path / "rdzv_shutdown").exists()                # launch_agent treats it as any exception
-    # triage names the signal as the root of the whole log
-    spec = importlib.util.spec_from_file_location(
-        "_triage_for_window", here.parents[1] / "sub-skills/failure-triage/scripts/triage_log.py")
+
+    triage = here.parents[1] / "sub-skills/failure-triage/scripts/triage_log.py"
     log = tmp_path / "agent.log"
-    log.write_text(err)
-    import json
-    import subprocess
-    import sys
-    out = subprocess.run([sys.executable, spec.origin, "--output", "json", str(log)], capture_output=True, text=True)
-    report = json.loads(out.stdout)
-    assert report["root_cause"]["signature"] == "torch-elastic-agent-got-signal", out.stdout[:2000]
-    # a paste of the last traceback only: the wrapper's frame names it
-    tail = err[err.rindex("Traceback (most recent call last)"):]
-    log.write_text(tail)
-    out = subprocess.run([sys.executable, spec.origin, "--output", "json", str(log)], capture_output=True, text=True)
-    report = json.loads(out.stdout)
-    assert report["root_cause"]["signature"] == "torch-elastic-metrics-window-unbound-start", out.stdout[:2000]
+
+    def root(text):
+        log.write_text(text)
+        out = subprocess.run([sys.executable, str(triage), "--output", "json", str(log)], capture_output=True, text=True)
+        return json.loads(out.stdout)["root_cause"]["signature"], out.stdout[:2000]
+
+    # the whole log: the signal is the root; a paste of the last traceback only: the wrapper's frame names it
+    sig, report = root(err)
+    assert sig == "torch-elastic-agent-got-signal", report
+    sig, report = root(err[err.rindex("Traceback (most recent call last)"):])
+    assert sig == "torch-elastic-metrics-window-unbound-start", report
 
 
 def test_nproc_per_node_strings_resolve_per_device(monkeypatch):

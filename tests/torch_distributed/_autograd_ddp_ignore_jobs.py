@@ -19,6 +19,15 @@ import torch.nn as nn
 WORLD = 2
 
 
+def run_job(script, outdir):
+    """Run a 2-rank job script of this folder (python SCRIPT OUTDIR) and return its rank0/rank1 json results;
+    the tests of both jobs start them this way."""
+    import subprocess
+    from pathlib import Path
+    subprocess.run([sys.executable, str(script), str(outdir)], check=True, timeout=180, capture_output=True)
+    return [json.loads((Path(outdir) / f"rank{r}.json").read_text()) for r in range(WORLD)]
+
+
 def cap(fn):
     try:
         return {"ok": fn()}

@@ -8,8 +8,6 @@ gradient is 3 (r + 1) and a local-only one would be (r + 1)^2.
 from __future__ import annotations
 
 import inspect
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,14 +15,13 @@ import pytest
 import torch
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _autograd_ddp_ignore_jobs import run_job  # noqa: E402 - shared with the sibling job's test
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("all_gather_autograd")
-    subprocess.run([sys.executable, str(HERE / "_all_gather_autograd_job.py"), str(out)],
-                   check=True, timeout=180, capture_output=True)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return run_job(HERE / "_all_gather_autograd_job.py", tmp_path_factory.mktemp("all_gather_autograd"))
 
 
 def slots():

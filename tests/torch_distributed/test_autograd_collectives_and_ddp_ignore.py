@@ -8,7 +8,6 @@ threads, which is what is tested, does not depend on the device).
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import sys
 import threading
@@ -20,14 +19,13 @@ import torch
 import torch.nn as nn
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _autograd_ddp_ignore_jobs import run_job  # noqa: E402 - shared with the sibling job's test
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("autograd_ddp_ignore")
-    subprocess.run([sys.executable, str(HERE / "_autograd_ddp_ignore_jobs.py"), str(out)],
-                   check=True, timeout=180, capture_output=True)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return run_job(HERE / "_autograd_ddp_ignore_jobs.py", tmp_path_factory.mktemp("autograd_ddp_ignore"))
 
 
 def test_import_torch_distributed_does_not_import_its_nn_subpackage():
