@@ -214,4 +214,8 @@ def coverage_line(cover: dict, only=None) -> str:
     if not parts:
         return "index coverage: unknown (release_changes_coverage.json missing)"
     return ("index covers: " + "; ".join(parts)
-            + ". Outside these, no entry means nothing was checked, not that nothing changed.")
+            + ". Outside these, no entry means nothing was checked, not that nothing changed; inside them the"
+            " index lists only merges judged user-visible. So no matching fix is never evidence that a bug"
+            " is still there or that upgrading will not help: a bug reported against a release before the"
+            " range may have been fixed before it starts. Read the function in the pinned (or the user's)"
+            " package before saying 'not fixed'.")
