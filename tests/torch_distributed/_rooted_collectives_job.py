@@ -95,8 +95,8 @@ def gather_object_(rank):
 
 def scatter_object_(rank):
     out = [None]
-    # non-src ranks may pass any list; its items are not used
-    inp = [{"to": i} for i in range(WORLD)] if rank == 0 else ["ignored"] * WORLD
+    # non-src ranks may pass any list (items unused; rank 1) or None (rank 2)
+    inp = [{"to": i} for i in range(WORLD)] if rank == 0 else (["ignored"] * WORLD if rank == 1 else None)
     dist.scatter_object_list(out, inp, src=0)
     return out
 

@@ -123,6 +123,8 @@ CALLABLES = {
     "get_free_port": importlib.import_module("torch.distributed.elastic.utils.distributed").get_free_port,
     # gloo-collectives-matrix.md: how its PREMUL_SUM cells built the op, and the int-to-float fix
     "dist._make_nccl_premul_sum": dist._make_nccl_premul_sum, "t.float": None,
+    # process-groups.md "Rooted collectives": their parameters (gather_list, scatter_list, group_dst, ...)
+    "reduce": dist.reduce, "gather": dist.gather, "scatter": dist.scatter, "t.clone": None,
 }
 # Namespaces whose attribute names may appear as bare identifiers.
 import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
