@@ -148,7 +148,12 @@ def rowwise_plain_full(rank):
     with torch.no_grad():
         full = cap(lambda: run(mod, x, ref))
         sliced = cap(lambda: run(mod, x.chunk(WORLD, dim=-1)[rank], ref))
-    return {"plain_full": full, "plain_feature_slice": sliced, "default_repr": repr(RowwiseParallel())}
+    from torch.distributed.tensor import Replicate
+    decl = parallelize_module(copy.deepcopy(lin), m, RowwiseParallel(input_layouts=Replicate()))
+    with torch.no_grad():
+        declared = cap(lambda: run(decl, x, ref))
+    return {"plain_full": full, "plain_feature_slice": sliced, "replicate_plain_full": declared,
+            "default_repr": repr(RowwiseParallel())}
 
 
 class Head(nn.Module):

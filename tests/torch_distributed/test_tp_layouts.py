@@ -112,6 +112,8 @@ def test_rowwise_full_plain_input_fails_in_sharding_propagation(job):
         assert "Sharding propagation failed for aten.addmm.default" in e["msg"]
         f = rw["plain_feature_slice"]["ok"]
         assert f["matches_reference"] and f["comms"] == {"all_reduce": 1}
+        d = rw["replicate_plain_full"]["ok"]                         # declared Replicate(): sliced locally
+        assert d["matches_reference"] and d["comms"] == {"all_reduce": 1}
 
 
 def test_standard_sequence_parallel_plan_matches_the_unsharded_model(job):
@@ -137,6 +139,9 @@ def test_installed_sources_behind_the_claims():
         assert "if not isinstance(input_tensor, DTensor):" in src and "DTensor.from_local(" in src
         assert "if input_layouts != desired_input_layouts:" in src   # compares the declared layout, not the DTensor's
     assert "self.desired_input_layouts = (Replicate(),)" in inspect.getsource(style.ColwiseParallel.__init__)
+    rw = inspect.getsource(style.RowwiseParallel._apply)
+    assert "self.desired_input_layouts: tuple[Placement, ...] = (Shard(-1),)" in rw   # nn.Linear
+    assert "self.desired_input_layouts = (Replicate(),)" in rw                         # nn.Embedding
     sp = inspect.getsource(style.SequenceParallel._prepare_input_fn)
     assert "if input_tensor.placements != sequence_sharding:" in sp
     assert "# assume the input passed in already sharded on the sequence dim" in sp
