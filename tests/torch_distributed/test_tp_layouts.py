@@ -142,6 +142,7 @@ def test_installed_sources_behind_the_claims():
     rw = inspect.getsource(style.RowwiseParallel._apply)
     assert "self.desired_input_layouts: tuple[Placement, ...] = (Shard(-1),)" in rw   # nn.Linear
     assert "self.desired_input_layouts = (Replicate(),)" in rw                         # nn.Embedding
+    assert "# rowwise shard embedding.weight is Shard(0)" in inspect.getsource(style.RowwiseParallel._partition_embedding_fn)
     sp = inspect.getsource(style.SequenceParallel._prepare_input_fn)
     assert "if input_tensor.placements != sequence_sharding:" in sp
     assert "# assume the input passed in already sharded on the sequence dim" in sp
