@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.distributed.tensor
+import torch.distributed.tensor.parallel
 import torch.multiprocessing as tmp
 import torch.utils.checkpoint as tuc
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -87,6 +88,11 @@ CALLABLES = {
     "Replicate": torch.distributed.tensor.Replicate, "Partial": torch.distributed.tensor.Partial,
     "distribute_tensor": torch.distributed.tensor.distribute_tensor,
     "DTensor.from_local": torch.distributed.tensor.DTensor.from_local,
+    # tensor-parallel styles (dtensor.md; effective defaults are checked by tests/torch_distributed/test_tp_layouts.py)
+    "ColwiseParallel": torch.distributed.tensor.parallel.ColwiseParallel,
+    "RowwiseParallel": torch.distributed.tensor.parallel.RowwiseParallel,
+    "SequenceParallel": torch.distributed.tensor.parallel.SequenceParallel,
+    "PrepareModuleInput": torch.distributed.tensor.parallel.PrepareModuleInput,
     "full_tensor": torch.distributed.tensor.DTensor.full_tensor,
     "redistribute": torch.distributed.tensor.DTensor.redistribute,
     "init_device_mesh": importlib.import_module("torch.distributed.device_mesh").init_device_mesh,
