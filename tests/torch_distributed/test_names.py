@@ -309,6 +309,20 @@ _DS_LAUNCH_ENV |= {n for n in ("DEEPSPEED_TIMEOUT",)
 OTHER_API |= {k for k in ("elasticity",) if k in importlib.import_module("deepspeed.runtime.config")._REMOVED_TOP_LEVEL_CONFIG_KEYS}
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
             "NCCL_SHM_DISABLE"}
+# NCCL's own variables, functions and level names cited from NCCL's source (NVIDIA/nccl 5067397c) in the NCCL
+# section of containers-and-networking.md; the citations are in tests/audit/claims/torch-distributed.yaml
+# (td-cn-nccl-*), read by tests/audit/verify_upstream.py (NCCL is not installed: no CPU path).
+NCCL_SOURCE_NAMES = {
+    "NCCL_CONF_FILE", "NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE", "NCCL_IB_ROCE_VERSION_NUM", "NCCL_MIN_NRINGS",
+    "NCCL_PARAM", "NCCL_SOCKET_MIN_TASKSIZE", "LOC", "NAME", "NVL", "OK", "PHB", "PIX", "PXB", "SYS",
+    "envIbAddrFamily", "envIbAddrRange", "initEnvFunc", "ncclFindInterfaces", "ncclGetUserP2pLevel",
+    "ncclIbGetGidIndex", "ncclNetSocketConnect", "ncclNetSocketGetNsockNthread", "ncclNetSocketListen",
+    "ncclTopoCheckP2p", "setenv", "show_gids", "simpleP2P", "validGid"}
+
+
+def _nccl_section() -> str:
+    page = (SKILL / "references" / "containers-and-networking.md").read_text()
+    return page.split("## NCCL transport variables", 1)[1].split("\n## ", 1)[0]
 
 
 def _strip_fences(text: str) -> str:
@@ -465,6 +479,9 @@ def test_environment_variables_exist_in_torch_or_are_nccl_own(torch_text, so_byt
         if name in CONTAINER_ENV:
             assert name in (SKILL / "references" / "schedulers-slurm-kubernetes.md").read_text(), name
             continue
+        if name in NCCL_SOURCE_NAMES:
+            assert f"`{name}" in _nccl_section(), f"{name}: cited from NCCL's source in the NCCL transport section"
+            continue
         if name in NCCL_OWN:
             assert f"`{name}`" in nccl_section, f"{name}: NCCL's own variable must be in the NCCL section"
             continue
@@ -538,6 +555,9 @@ def test_bare_identifiers_are_known_api_names():
         if s == "gather_for_metrics":
             import accelerate
             assert hasattr(accelerate.Accelerator, s)
+            continue
+        if s in NCCL_SOURCE_NAMES:       # NCCL functions and values, cited from its source (not installed)
+            assert f"`{s}" in _nccl_section(), s
             continue
         if s in CONTAINER_NAMES:         # enroot/pyxis/kernel names, cited from their fetched sources
             assert s in (SKILL / "references" / "schedulers-slurm-kubernetes.md").read_text(), s
