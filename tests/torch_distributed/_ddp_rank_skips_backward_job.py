@@ -93,6 +93,9 @@ def grad_steps(rank, scenario, pg):
                 loss = torch.zeros((), requires_grad=True)        # a "zero loss" made by hand: no graph to the model
             elif no_loss and scenario.startswith("zero_from_output"):
                 loss = out.sum() * 0                               # zero value, connected to the parameters
+            elif no_loss and scenario.startswith("skip_backward"):
+                m.zero_grad(set_to_none=True)
+                return None                                       # this rank alone skips backward
             else:
                 loss = out.sum()
             loss.backward()
@@ -175,7 +178,7 @@ def uneven_no_grad_validation(rank, pg):
     return {"trained": 2, "after": t.item()}
 
 
-SCENARIOS = ("detached_default", "detached_find_unused", "zero_from_output", "skip_flag",
+SCENARIOS = ("detached_default", "detached_find_unused", "skip_backward_default", "zero_from_output", "skip_flag",
              "head_ignored_default", "head_ignored_find_unused", "head_skipped_find_unused", "unused_message",
              "buffer_sync_pattern", "uneven_no_grad_validation")
 

@@ -31,12 +31,13 @@ def oks(steps):
     return [s.get("ok") for s in steps]
 
 
-@pytest.mark.parametrize("scenario", ["detached_default", "detached_find_unused"])
+@pytest.mark.parametrize("scenario", ["detached_default", "detached_find_unused", "skip_backward_default"])
 def test_rank_whose_loss_has_no_graph_shifts_allreduce_pairing_then_times_out(job, scenario):
     """A hand-made zero loss (torch.zeros((), requires_grad=True)) on rank 1: its backward fires no DDP
     hook, so no all-reduce; rank 0's iteration-0 all-reduce pairs with rank 1's iteration-1 one. No
     error while it runs: rank 0 gets (1 + 200) / 2 and (2 + 300) / 2, then its last backward has no
-    partner and times out. find_unused_parameters=True changes nothing."""
+    partner and times out. find_unused_parameters=True changes nothing; rank 1 skipping backward
+    alone does the same."""
     r0, r1 = job[0][scenario], job[1][scenario]
     assert oks(r0[:2]) == [100.5, 151.0]                     # wrong, and not equal to CORRECT[:2]
     assert TIMEOUT.search(r0[2]["error"]["msg"]) or "pair closure" in r0[2]["error"]["msg"]
