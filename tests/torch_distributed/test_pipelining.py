@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,17 +28,22 @@ SIZE_MSG = "Received data size doesn't match expected size"
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     todo = [("together", TOGETHER)] + [(c, [c]) for c in ABORTING]
-    res, running = {}, []
+    res, running, deadline = {}, [], time.monotonic() + 400
     while todo or running:
+        assert time.monotonic() < deadline, f"pipelining jobs still running: {[r[0] for r in running]}"
         while todo and len(running) < 2:                # two jobs at a time: the group timeouts are short
             name, cases = todo.pop(0)
             out = tmp_path_factory.mktemp("pp_" + name)
-            running.append((name, out, subprocess.Popen([sys.executable, str(JOB), str(out), *cases],
-                                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-        name, out, proc = running.pop(0)
-        log, _ = proc.communicate(timeout=300)
-        ranks = [json.loads(p.read_text()) if (p := out / f"rank{r}.json").exists() else {} for r in (0, 1)]
-        res[name] = {"rc": proc.returncode, "log": log, "ranks": ranks}
+            log = open(out / "log", "w")
+            running.append((name, out, log, subprocess.Popen([sys.executable, str(JOB), str(out), *cases],
+                                                             stdout=log, stderr=subprocess.STDOUT)))
+        time.sleep(0.5)
+        for item in [r for r in running if r[3].poll() is not None]:
+            running.remove(item)
+            name, out, log, proc = item
+            log.close()
+            ranks = [json.loads(p.read_text()) if (p := out / f"rank{r}.json").exists() else {} for r in (0, 1)]
+            res[name] = {"rc": proc.returncode, "log": (out / "log").read_text(), "ranks": ranks}
     return res
 
 
