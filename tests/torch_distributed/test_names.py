@@ -295,6 +295,14 @@ NAMESPACES += [_funcol, importlib.import_module("torch.distributed.nn.functional
 CALLABLES.update({"wait_tensor": _funcol.wait_tensor, "all_gather_single": _funcol.all_gather_single,
                   "contiguous": torch.Tensor.contiguous})
 OTHER_API |= {"check_models", "cast_model_type"}
+# pipelining.md (set-18 s18-H3-05/07): the pipelining package, its stage and schedule classes and their arguments
+_pp = importlib.import_module("torch.distributed.pipelining")
+NAMESPACES += [_pp, _pp.Pipe, _pp.PipelineStage, _pp.Schedule1F1B, importlib.import_module("torch.distributed.pipelining.stage"),
+               importlib.import_module("torch.distributed.pipelining.schedules"),
+               importlib.import_module("torch.distributed.pipelining.schedules").PipelineScheduleSingle]
+CALLABLES.update({"pipeline": _pp.pipeline, "PipelineStage": _pp.PipelineStage.__init__, "step": _pp.ScheduleGPipe.step,
+                  "build_stage": _pp.Pipe.build_stage, "tensor_split": torch.tensor_split,
+                  "ScheduleGPipe": _pp.ScheduleGPipe.__init__, "Schedule1F1B": _pp.Schedule1F1B.__init__})
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
@@ -384,7 +392,7 @@ CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
 
 
 def test_docs_exist_and_state_the_version():
-    assert len(DOCS) == 19 and TITAN.is_file()  # 9 + fsdp1-to-fsdp2.md + torchrun-multinode-slurm.md + group-timeouts.md (split for reading cost) + fsdp2-module-methods.md + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
+    assert len(DOCS) == 20 and TITAN.is_file()  # 9 + pipelining.md + fsdp1-to-fsdp2.md + torchrun-multinode-slurm.md + group-timeouts.md (split for reading cost) + fsdp2-module-methods.md + schedulers-slurm-kubernetes.md + dtensor.md + torchrun-worker-matrix.md + multinode-rank-matrix.md + gloo-collectives-matrix.md + init-method-matrix.md (+ torchtitan)
     for p in [*DOCS, TITAN]:
         assert "torch 2.13.0" in p.read_text(), f"{p.name} must say which torch it was verified against"
     assert torch.__version__.startswith("2.13.0")
