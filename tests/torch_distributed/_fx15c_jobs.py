@@ -14,16 +14,17 @@ Ranks meet through a FileStore in OUTDIR (no TCP port).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-import traceback
 import warnings
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _rank_main import run_rank  # noqa: E402 - shared rank entry of this folder's job scripts
 
 COLLECTIVES = ("all_gather_single", "reduce_scatter_single", "all_gather_into_tensor", "reduce_scatter_tensor",
                "all_reduce", "broadcast", "all_gather", "reduce_scatter", "_broadcast_coalesced")
@@ -125,15 +126,7 @@ def job_ddpbn(rank, world):
 
 
 def _rank_main(rank, job, world, outdir):
-    store = dist.FileStore(os.path.join(outdir, f"{job}.store"), world)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    try:
-        r = {"ok": globals()[f"job_{job}"](rank, world)}
-    except Exception as e:  # noqa: BLE001 - recorded for the test
-        r = {"error": f"{type(e).__name__}: {e}", "tb": traceback.format_exc()[-3000:]}
-    with open(os.path.join(outdir, f"{job}.rank{rank}.json"), "w") as f:
-        json.dump(r, f, indent=1)
-    dist.destroy_process_group()
+    run_rank(globals(), rank, job, world, outdir, f"{job}.rank{rank}.json")
 
 
 if __name__ == "__main__":
