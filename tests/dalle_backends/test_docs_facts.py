@@ -117,7 +117,7 @@ def test_every_flag_named_exists(all_docs_text, repo_facts, oracle_ds, oracle_no
     for src in (runner, torch_dist / "run.py", torch_dist / "launch.py"):
         known.update(re.findall(r"[\"'](--[a-z][\w-]*)", src.read_text()))
     assert "--num_gpus" in known
-    for key in ("deepspeed_install_sh", "apex_config_settings_example", "pip"):
+    for key in ("deepspeed_install_sh", "apex_config_settings_example", "pip", "horovodrun"):
         known.update(re.findall(r"--[a-z][\w-]*", json.dumps(upstream_facts[key])))
     named = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", all_docs_text))
     assert len(named) > 40
