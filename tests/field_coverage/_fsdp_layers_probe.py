@@ -76,3 +76,10 @@ else:  # each weight a DTensor sharded on dim 0 over both ranks
     rec["layers"] = [[b.lin.weight.numel(), b.lin.weight.to_local().numel()] for b in layers]
 with open(f"{OUT}.rank{acc.process_index}.json", "w") as f:
     json.dump(rec, f)
+
+# End every rank together and skip interpreter teardown (an exit with live gloo threads can abort with
+# SIGABRT after the result is written; see _trainer_gpu_count_probe.py).
+if torch.distributed.is_initialized():
+    torch.distributed.barrier()
+sys.stdout.flush()
+os._exit(0)
