@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 
 def run_rank(jobs: dict, rank: int, job: str, world: int, outdir: str, result_name: str) -> None:
-    store = dist.FileStore(os.path.join(outdir, f"{job}.store"), world)
+    store = dist.FileStore(os.path.join(outdir, f"{job}.w{world}.store"), world)   # one store file per job and world size
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         r = {"ok": jobs[f"job_{job}"](rank, world)}

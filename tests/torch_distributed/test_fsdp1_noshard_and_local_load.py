@@ -23,7 +23,7 @@ def _run(job, world, outdir):
     log = ""
     for _ in range(2):   # one retry: a loaded machine occasionally refuses gloo's loopback connect
         for p in outdir.glob(f"{job}.w{world}.*"):
-            p.unlink()
+            p.unlink()   # results and the FileStore of an earlier attempt: a stale store file misleads the rendezvous
         p = subprocess.run([sys.executable, str(JOB), job, str(world), str(outdir)], env=env,
                            capture_output=True, text=True, timeout=280)
         log += p.stdout + p.stderr
