@@ -23,6 +23,7 @@ import errno
 import glob
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -116,9 +117,14 @@ def test_live_run_holds_port_in_agent_and_kill_frees_it_despite_time_wait(tmp_pa
         assert (f"DistNetworkError: The server socket has failed to listen on any local network address. port: {port}"
                 in out2 and "EADDRINUSE" in out2), out2[-2000:]
         assert not glob.glob(f"{tmp_path}/ready-r2-*")
-        # what `fuser -k PORT/tcp` does: SIGKILL to the holder (the agent only)
-        os.kill(r1.pid, signal.SIGKILL)
+        # `fuser -k PORT/tcp` (SIGKILL to every process with a socket on local port PORT: the agent
+        # only); os.kill of the listening pid where psmisc's fuser is not installed
+        if shutil.which("fuser"):
+            subprocess.run(["fuser", "-k", f"{port}/tcp"], capture_output=True, timeout=30)
+        else:
+            os.kill(r1.pid, signal.SIGKILL)
         r1.wait(timeout=30)
+        assert r1.returncode == -signal.SIGKILL
         time.sleep(0.5)
         assert all(Path(f"/proc/{p}").exists() for p in workers), "workers outlive the agent (orphans)"
         assert _listening_pids(port) == set(), "orphaned workers do not hold the port"
@@ -176,3 +182,37 @@ def test_c10d_endpoint_with_a_live_store_joins_it_silently(tmp_path):
     p = _torchrun(tmp_path, "s", ["--master-port", str(port)])
     out = p.communicate(timeout=150)[0]
     assert p.returncode != 0 and "EADDRINUSE" in out
+
+
+def _tcp_states(port):
+    states = set()
+    for fn in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for ln in Path(fn).read_text().splitlines()[1:]:
+            f = ln.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port:
+                states.add(f[3])
+    return states
+
+
+def test_outgoing_connection_holds_its_source_port_without_listening():
+    # the rare case: a port that an outgoing connection got as its ephemeral source port. It shows as an
+    # ESTABLISHED socket (01) on that local port with no LISTEN socket (0A), unlike a leftover store server
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    cli = socket.create_connection(srv.getsockname())
+    conn, _ = srv.accept()
+    try:
+        eph = cli.getsockname()[1]
+        lo, hi = _ports.ephemeral_range()
+        assert lo <= eph <= hi
+        assert _tcp_states(eph) == {"01"} and _listening_pids(eph) == set()
+        assert _plain_bind(eph) == errno.EADDRINUSE
+    finally:
+        for sk in (conn, cli, srv):
+            sk.close()
+
+
+def test_dist_network_error_is_a_runtime_error():
+    import torch.distributed as dist
+    assert issubclass(dist.DistNetworkError, RuntimeError)
