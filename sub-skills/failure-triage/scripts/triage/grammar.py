@@ -435,10 +435,12 @@ def c10d_store(s):
             or "EADDRINUSE" in s):
         return None
     if _C10D_BIND.search(s):
-        return {"what": "bind its port: another process (an earlier run, a second job on the node) holds it",
+        return {"what": "bind its port: another process (a live process of an earlier run, a second job on the "
+                        "node) listens on it; under a launcher that port is the launcher's, not a script flag's",
                 "advice": "Pick a free port (torchrun --master_port / --rdzv_endpoint host:PORT, accelerate "
                           "--main_process_port, deepspeed --master_port), or stop the leftover process "
-                          "(ss -ltnp | grep PORT); on a shared node give each job its own port."}
+                          "(ss -ltnp 'sport = :PORT' names it); on a shared node give each job its own port. "
+                          "TIME_WAIT does not block the store's bind; see --explain torch-store-port-in-use."}
     if _C10D_RESOLVE.search(s):
         return {"what": "resolve a host name",
                 "advice": "Use a MASTER_ADDR / --rdzv_endpoint every node can resolve (an IP address, or the "
