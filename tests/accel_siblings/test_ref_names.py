@@ -35,7 +35,8 @@ NOT_PACKAGE_NAMES = {
     # the user's own script and its flags, in the examples of a wrong launch line
     "--config-path": "the user's train.py flag in the example", "--main-process-port": "hyphen form accelerate's parser maps to --main_process_port (commands.md)",
     # other tools' variables
-    "SLURM_NODEID": "SLURM", "CCL_WORKER_COUNT": "oneCCL", "CCL_": "oneCCL prefix", "I_MPI_": "Intel MPI prefix",
+    "SLURM_NODEID": "SLURM", "NCCL_MULTI_RANK_GPU_ENABLE": "NCCL >= 2.30 (src/init.cc; ledger cc-lc-nccl-multi-rank-wording-new)",
+    "CCL_WORKER_COUNT": "oneCCL", "CCL_": "oneCCL prefix", "I_MPI_": "Intel MPI prefix",
     "KMP_": "Intel OpenMP prefix", "TORCHELASTIC_": "prefix of torchrun's worker variables", "ROLE_": "prefix of ROLE_RANK/ROLE_NAME",
     "HF_HUB_OFFLINE": "huggingface_hub (not pinned)", "split_dataset_by_node": "datasets (not pinned)",
     "save_model_hook": "diffusers' hook name, as the user wrote it", "load_model_hook": "diffusers' hook name",

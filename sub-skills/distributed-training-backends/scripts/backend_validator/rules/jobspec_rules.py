@@ -121,9 +121,10 @@ def launcher_per_task(ctx: Context):
       summary="tasks per node x processes per task is more than the GPUs requested per node (or per pod, or per task)",
       source=f"{SRUN} --gres/--gpus-per-node/--gpus-per-task; torch/distributed/run.py --nproc-per-node")
 def exceed_gpus(ctx: Context):
-    """Each process takes ``cuda:LOCAL_RANK``; with more processes than GPUs visible, the extra ones
-    fail with 'invalid device ordinal' or share a GPU. With ``--gpus-per-task`` each task sees only
-    its own GPUs.
+    """A plain torch script takes ``cuda:LOCAL_RANK``: with more processes than GPUs visible, the
+    extra ones fail with 'invalid device ordinal'. Accelerate takes ``LOCAL_RANK % device_count()``:
+    the extra ones share a GPU and NCCL stops with 'Duplicate GPU detected'. Neither launcher checks
+    the count. With ``--gpus-per-task`` each task sees only its own GPUs.
 
     Fails:
     ```bash
