@@ -51,6 +51,7 @@ def test_future_values_are_lists_of_tensors(job):
     assert r1["ops"]["gather"]["future"]["wait"] == []                      # non-dst rank: empty list
 
 
+@pytest.mark.reproduces("torch-gloo-work-getfuture-not-implemented")
 @pytest.mark.parametrize("name", WITHOUT_FUTURE)
 def test_reduce_scatters_and_p2p_raise_in_get_future_but_wait_completes(job, name):
     for r in job:
