@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _ports  # noqa: E402  (tests/_ports.py)
 
 HERE = Path(__file__).resolve().parent
 JOB = HERE / "_store_libuv_job.py"
@@ -27,9 +29,8 @@ SITE = Path(__import__("sysconfig").get_paths()["purelib"])
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port, chosen and reserved by tests/_ports.py (outside the ephemeral range)."""
+    return _ports.free_port()
 
 
 def env_with(**kv):
