@@ -7,34 +7,19 @@ writeback shape error" and "Loading after a forward: LOCAL_STATE_DICT keeps the 
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rank_jobs_runner import run_rank_job  # noqa: E402
+
 JOB = Path(__file__).with_name("_fsdp1_noshard_local_load_job.py")
 
 
 def _run(job, world, outdir):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
-    log = ""
-    for _ in range(2):   # one retry: a loaded machine occasionally refuses gloo's loopback connect
-        for p in outdir.glob(f"{job}.w{world}.*"):
-            p.unlink()   # results and the FileStore of an earlier attempt: a stale store file misleads the rendezvous
-        p = subprocess.run([sys.executable, str(JOB), job, str(world), str(outdir)], env=env,
-                           capture_output=True, text=True, timeout=280)
-        log += p.stdout + p.stderr
-        files = [outdir / f"{job}.w{world}.rank{r}.json" for r in range(world)]
-        if all(f.exists() for f in files):
-            break
-    ranks = [json.loads(f.read_text()) for f in files if f.exists()]
-    assert len(ranks) == world, log[-4000:]
-    for r in ranks:
-        assert "ok" in r, r
-    return [r["ok"] for r in ranks]
+    return run_rank_job(JOB, job, world, outdir)
 
 
 @pytest.fixture(scope="module")
