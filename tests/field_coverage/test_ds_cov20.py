@@ -133,6 +133,11 @@ def test_llama_tied_embeddings_and_save_pretrained(res):
     assert r["reload_tied"] is True and r["reload_equal"] is True
 
 
+def test_zero2_flat_buffer_views_are_accepted_by_safetensors(res):
+    fv = res["tied"]["zero2_flat_views"]
+    assert fv == {"tensors": 6, "storages": 1, "save_file": "ok"}  # disjoint views: not refused
+
+
 def test_shared_tensor_message_is_triaged(res):
     first = res["tied"]["2"]["safe_True"]["error"].splitlines()[1]
     assert _triage(first) == "safetensors-shared-tensors-refused"
