@@ -25,6 +25,7 @@ CATALOG = REPO / "sub-skills/failure-triage/catalog/transformers.yaml"
 NOT_FROM_TRANSFORMERS = {
     "transformers-accelerate-too-new-dispatch-batches": "a Python TypeError raised by accelerate 1.x's Accelerator.__init__",
     "tokenizers-fork-parallelism-warning": "printed by the tokenizers package (Rust)",
+    "safetensors-shared-tensors-refused": "raised by the safetensors package (safetensors/torch.py save_file)",
 }
 
 
