@@ -253,6 +253,17 @@ def test_buffer_size_variables_on_gloo(probes, env, entries, deprecated):
     assert ("TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated" in out) == deprecated, out
 
 
+@pytest.mark.reproduces("torch-env-var-deprecated-name")
+def test_old_variable_name_warning_is_triaged_as_the_deprecated_name_entry(probes):
+    """Both the old name alone and both names together print the warning; the catalog entry takes it."""
+    import _repro as R
+    for env in ({"TORCH_NCCL_TRACE_BUFFER_SIZE": "2"}, {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "50"}):
+        code, out = probes["probe", json.dumps(env, sort_keys=True)]
+        assert code == 0, out
+        line = R.assert_reproduced(out, "torch-env-var-deprecated-name")
+        assert "Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated; use TORCH_FR_BUFFER_SIZE instead" in line
+
+
 @pytest.mark.parametrize("when, entries", WHEN_CASES)
 def test_variables_are_read_when_the_first_group_is_created(probes, when, entries):
     code, out = probes[when, "{}"]

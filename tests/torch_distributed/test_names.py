@@ -285,6 +285,11 @@ OTHER_API |= {"_ddp_params_and_buffers_to_ignore", "modules_to_save", "original_
 CALLABLES["_set_params_and_buffers_to_ignore_for_model"] = (
     importlib.import_module("torch.nn.parallel").DistributedDataParallel._set_params_and_buffers_to_ignore_for_model)
 CALLABLES["hasattr"] = hasattr               # process-groups.md's `hasattr(dist, "nn")` probe
+# data-loading.md "DataLoader workers under DDP", ddp.md (reassigned buffers), launch-torchrun.md (who closes the rendezvous)
+CALLABLES.update({"get_worker_info": importlib.import_module("torch.utils.data").get_worker_info,
+                  "named_buffers": importlib.import_module("torch.nn").Module.named_buffers, "range": None,
+                  "rdzv_handler.shutdown": importlib.import_module(
+                      "torch.distributed.elastic.rendezvous.dynamic_rendezvous").DynamicRendezvousHandler.shutdown})
 # ddp.md's DataParallel/Apex paragraph (fx13b audit): torch's parallel_apply; Apex's check_models and
 # cast_model_type come from the fetched NVIDIA/apex snapshot at cb65b8ed^ (apex is not installed): names only
 CALLABLES["parallel_apply"] = importlib.import_module("torch.nn.parallel.parallel_apply").parallel_apply
@@ -574,6 +579,18 @@ def test_bare_identifiers_are_known_api_names():
             job = (REPO / "tests" / "torch_distributed" / "_dcp_rank_local_job.py").read_text()
             assert (s.startswith("dl_rank") and 'f"dl_rank{rank}"' in job) or \
                 s in (DIST_PY / "checkpoint" / "state_dict_loader.py").read_text(), s
+            continue
+        if s in ("IterableDataset", "_base_seed", "base_seed", "_worker_loop"):   # data-loading.md, DataLoader workers
+            data = Path(torch.__file__).parent / "utils" / "data"
+            assert hasattr(torch.utils.data, s) or s in (data / "dataloader.py").read_text() + \
+                (data / "_utils" / "worker.py").read_text(), s
+            continue
+        if s == "_close":                # launch-torchrun.md: DynamicRendezvousHandler.shutdown -> _close
+            assert "def _close(" in (DIST_PY / "elastic" / "rendezvous" / "dynamic_rendezvous.py").read_text()
+            continue
+        if s == "require_backward_grad_sync":   # ddp.md no_sync: the wrapper's flag
+            assert "self.require_backward_grad_sync = False" in (Path(torch.__file__).parent / "nn" / "parallel" /
+                                                                 "distributed.py").read_text()
             continue
         if s == "port_in_use":           # the case id of the held-port test the schedulers page links
             assert '"port_in_use"' in (REPO / "tests" / "failure_triage" / "test_repro_torch.py").read_text()
