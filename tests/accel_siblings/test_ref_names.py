@@ -39,6 +39,10 @@ NOT_PACKAGE_NAMES = {
     "CCL_WORKER_COUNT": "oneCCL", "CCL_": "oneCCL prefix", "I_MPI_": "Intel MPI prefix",
     "KMP_": "Intel OpenMP prefix", "TORCHELASTIC_": "prefix of torchrun's worker variables", "ROLE_": "prefix of ROLE_RANK/ROLE_NAME",
     "HF_HUB_OFFLINE": "huggingface_hub (not pinned)", "split_dataset_by_node": "datasets (not pinned)",
+    # datasets internals named in iterable-datasets.md, read from fetched huggingface/datasets tags (ledger tli-split-by-node-*)
+    "_iter_pytorch": "datasets (not pinned)", "_prepare_ex_iterable_for_iteration": "datasets (not pinned)",
+    "_split_by_node_iterable_dataset": "datasets (not pinned)", "shard_data_sources": "datasets (not pinned)",
+    "to_iterable_dataset": "datasets (not pinned)",
     "save_model_hook": "diffusers' hook name, as the user wrote it", "load_model_hook": "diffusers' hook name",
     "ACCELERATE_DEEPSPEED_": "prefix of the ACCELERATE_DEEPSPEED_* variables", "ACCELERATE_USE_": "prefix of ACCELERATE_USE_*",
     "clip_grad_": "prefix of clip_grad_norm_ / clip_grad_value_",

@@ -548,6 +548,12 @@ def test_bare_identifiers_are_known_api_names():
             continue
         if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
             continue
+        if s in ("_StridedShard", "split_factor", "parallelize_module"):  # fsdp2-and-dcp.md, FSDP2 over TP
+            import torch.distributed.tensor.parallel as tp_mod
+            from torch.distributed.tensor.placement_types import _StridedShard
+            assert hasattr(tp_mod, "parallelize_module") and "split_factor" in _StridedShard.__init__.__code__.co_varnames + tuple(
+                getattr(_StridedShard, "__dataclass_fields__", {})), s
+            continue
         if s == "requires_grad":  # the tensor attribute ddp.md's freezing section is about
             assert hasattr(torch.nn.Parameter(torch.zeros(1)), "requires_grad")
             continue
