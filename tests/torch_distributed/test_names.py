@@ -208,7 +208,7 @@ EXTERNAL = {"--shm-size": "docker run", "--ipc": "docker run", "--network": "doc
 # (backend_validator/jobspec/slurm.py and k8s.py, whose SLURM environment tests/jobspec runs through real bash and
 # whose operator environment it compares with kubeflow/training-operator's envvar.go table) ---
 JOBSPEC = REPO / "sub-skills" / "distributed-training-backends" / "scripts" / "backend_validator" / "jobspec"
-SLURM_FLAGS = {"--nodes", "--export", "--gpus-per-node", "--gpus-per-task", "--gres", "--ntasks-per-node"}
+SLURM_FLAGS = {"--nodes", "--export", "--gpus-per-node", "--gpus-per-task", "--gres", "--ntasks-per-node", "--cpus-per-task"}
 EXTERNAL.update({f: "srun/sbatch (SLURM)" for f in SLURM_FLAGS})
 EXTERNAL.update({"--changes": "scripts/lookup.py", "--lib": "scripts/lookup.py", "--since": "scripts/lookup.py"})
 EXTERNAL.update({"--job-spec": "validate_backend_config.py", "--launch-command": "validate_backend_config.py",
@@ -330,7 +330,11 @@ NCCL_SOURCE_NAMES = {
     "NCCL_PARAM", "NCCL_SOCKET_MIN_TASKSIZE", "LOC", "NAME", "NVL", "OK", "PHB", "PIX", "PXB", "SYS",
     "envIbAddrFamily", "envIbAddrRange", "initEnvFunc", "ncclFindInterfaces", "ncclGetUserP2pLevel",
     "ncclIbGetGidIndex", "ncclNetSocketConnect", "ncclNetSocketGetNsockNthread", "ncclNetSocketListen",
-    "ncclTopoCheckP2p", "setenv", "show_gids", "simpleP2P", "validGid"}
+    "ncclTopoCheckP2p", "setenv", "show_gids", "simpleP2P", "validGid", "shmCanConnect", "ncclTransports"}
+# ProcessGroupNCCL (C++, not in the CPU build): names fsdp1-to-fsdp2.md cites from the header the pinned wheel
+# ships (torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp; ledger td-nccl-avoid-record-streams-*).
+PG_NCCL_HEADER = TORCH / "include" / "torch" / "csrc" / "distributed" / "c10d" / "ProcessGroupNCCL.hpp"
+PG_NCCL_HEADER_NAMES = {"TORCH_NCCL_AVOID_RECORD_STREAMS", "TensorShelf", "stashed_for_allocator_safety_"}
 
 
 def _nccl_section() -> str:
@@ -495,6 +499,9 @@ def test_environment_variables_exist_in_torch_or_are_nccl_own(torch_text, so_byt
         if name in NCCL_SOURCE_NAMES:
             assert f"`{name}" in _nccl_section(), f"{name}: cited from NCCL's source in the NCCL transport section"
             continue
+        if name in PG_NCCL_HEADER_NAMES:
+            assert f'"{name}"' in PG_NCCL_HEADER.read_text(), name
+            continue
         if name in NCCL_OWN:
             assert f"`{name}`" in nccl_section, f"{name}: NCCL's own variable must be in the NCCL section"
             continue
@@ -545,6 +552,12 @@ def test_bare_identifiers_are_known_api_names():
         if s in ("hpu", "sum_dy", "sum_dy_xmu"):  # SyncBatchNorm's device list and backward reductions
             src = (Path(torch.__file__).parent / "nn" / "modules")
             assert s in (src / "batchnorm.py").read_text() + (src / "_functions.py").read_text(), s
+            continue
+        if s in PG_NCCL_HEADER_NAMES:
+            assert s in PG_NCCL_HEADER.read_text(), s
+            continue
+        if s == "record_stream":  # the Tensor method ProcessGroupNCCL used to call (fsdp1-to-fsdp2.md)
+            assert hasattr(torch.Tensor, "record_stream")
             continue
         if s == "dcp":  # the usual alias of torch.distributed.checkpoint in the examples
             continue
