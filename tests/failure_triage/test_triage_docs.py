@@ -66,6 +66,15 @@ OTHER_SOURCE_NAMES = {
     # NCCL's own (not installed; cited upstream in tests/audit/claims/failure-triage.yaml)
     "NCCL_DEBUG": "NCCL src/debug.cc ncclParamDebugLevel",
     "NCCL_": "the prefix deepspeed/launcher/runner.py sends for the CUDA accelerator (export_envs)",
+    "NCCL_SHM_DISABLE": "NCCL src/transport/shm.cc (cited upstream in tests/audit/claims/torch-distributed.yaml)",
+    "NCCL_ALGO": "NCCL src/enqueue.cc / graph tuning (the IsaacLab workaround in runtime-errors.md)",
+    "NCCL_P2P_LEVEL": "NCCL src/graph/paths.cc (the IsaacLab mitigations in runtime-errors.md)",
+    # read by libc10 (c10/util/Logging.cpp); the CPU library holds the string, and
+    # tests/torch_distributed/test_c10d_ipv6_warnings.py runs it
+    "TORCH_CPP_LOG_LEVEL": "libc10.so c10/util/Logging.cpp",
+    # TRL's GRPO arguments (huggingface/trl trl/trainer/grpo_config.py; TRL is not installed)
+    "ds3_gather_for_generation": "trl/trainer/grpo_config.py GRPOConfig (not installed)",
+    "use_vllm": "trl/trainer/grpo_config.py GRPOConfig (not installed)",
 }
 # Flight-recorder names that live in torch's C++ sources, not in its Python files, with where they
 # were read (pytorch/pytorch torch/csrc/distributed/c10d/). "cpu": the 2.13.0 CPU library contains
@@ -100,7 +109,7 @@ FLIGHT_RECORDER_NAMES = {
 }
 # Spans that are shell commands, file names or values rather than names to look up.
 NOT_NAMES = {"--shm-size", "dmesg", "nvcc", "ss", "E1201", "MESSAGE",  # E1201: a glog level+date; MESSAGE: a placeholder
-             "unbound_buffer", "EADDRINUSE", "MULTI_CPUS",  # failure-matrix.md: a gloo source file, an errno name, the invalid value it feeds
+             "unbound_buffer", "EADDRINUSE", "EAFNOSUPPORT", "MULTI_CPUS",  # failure-matrix.md: a gloo source file, an errno name, the invalid value it feeds
              "--run", "--write",  # the options of tests/failure_triage/generate_failure_matrix.py
              "--ddp_timeout", "--ddp_timeout N"}  # HfArgumentParser's flag for the TrainingArguments field ddp_timeout
 
