@@ -129,7 +129,11 @@ def test_stale_shm_comm_lock_hangs_init_distributed_silently(tmp_path):
     # nothing at all before the watchdog's dump: no warning, no log line, no timeout error
     before = text.split("Timeout (0:00:30)!")[0]
     assert all(ln[:1] in "WI" for ln in before.splitlines() if ln.strip()), before[-2000:]   # torchrun's own lines only
-    assert text.count("file_baton.py") == 2 and text.count("in build_shm_op") == 2   # both ranks
+    # every dump shows the rank waiting on the build lock. The first rank whose watchdog fires exits, and
+    # torchrun then stops the other one, which can happen before that rank's own dump (a CI rehearsal saw
+    # one dump): so at least one dump, each in the lock wait; neither rank got past it (no RESULT above)
+    dumps = text.count("Timeout (0:00:30)!")
+    assert 1 <= dumps <= 2 and text.count("file_baton.py") == dumps and text.count("in build_shm_op") == dumps
     assert "cpp_extension.py" in text and "in init_distributed" in text
 
 
