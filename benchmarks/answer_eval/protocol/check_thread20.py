@@ -2,13 +2,11 @@
 """Set-20 eligibility checker (benchmarks/answer_eval/set20/SPLIT.md).
 
 usage: python3 check_thread20.py URL [URL ...]
-Prints, per URL: ELIGIBLE or REJECT with the reason. Exit 0 if all eligible, 1 otherwise.
+Prints, per URL: ELIGIBLE or REJECT with the reason.
+example: S20_SELF=/work/s20/authors/K3.yaml python3 check_thread20.py https://github.com/owner/repo/issues/1234
+Exit codes: 0 all eligible; 1 at least one REJECT; 2 usage error or unreadable exclusion files (one line).
 Env S20_SELF=path/to/own/author/file excludes that file from the cross-author check.
 """
-import os as _os
-from pathlib import Path as _Path
-EVAL = _os.environ.get("EVAL_DIR", "/work/s20")  # the working folder of one eval round (authors/, reviews/, answers/, logs/, bundle/)
-REPO_ROOT = str(_Path(__file__).resolve().parents[3])
 import glob
 import hashlib
 import os
@@ -18,6 +16,8 @@ import sys
 import urllib.parse
 
 import yaml
+
+from _common import EVAL, REPO_ROOT, run  # noqa: F401
 
 REPO = REPO_ROOT
 S20 = EVAL + ""
@@ -138,8 +138,11 @@ def check(url, ex):
 
 
 def main(argv):
-    if not argv or argv[0] in ("-h", "--help"):
+    if argv[:1] in (["-h"], ["--help"]):
         print(__doc__)
+        return 0
+    if not argv:
+        print("usage: check_thread20.py URL [URL ...]  (--help for more)", file=sys.stderr)
         return 2
     ex = excluded_keys()
     ok = True
@@ -151,4 +154,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run(main, __doc__)
