@@ -1,7 +1,7 @@
 """2-rank gloo job for test_all_gather_autograd.py (torch 2.13.0 CPU).
 
 Usage: python _all_gather_autograd_job.py OUTDIR  -> OUTDIR/rankN.json. Ranks meet through a
-FileStore in OUTDIR (no port); the group has a short timeout so a failure cannot hang.
+FileStore in OUTDIR (no port), after _meet.meet; the group has a short timeout so a failure cannot hang.
 
 Rank r holds x = arange(6).reshape(2, 3) + 10 r and gathers its transpose (3 x 2, not contiguous).
 Loss at rank r: sum over slots k of (r + 1)(k + 1) * gathered[k].sum(), so the true gradient at
@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from _autograd_ddp_ignore_jobs import WORLD, cap  # noqa: E402 - the sibling job's 2-rank world and result capture
+from _meet import meet  # noqa: E402 - ranks meet before the short-timeout init
 
 
 def leaf(rank):
@@ -112,6 +113,7 @@ def deprecation_names(rank):
 
 def worker(rank, outdir):
     store = dist.FileStore(os.path.join(outdir, "store"), WORLD)
+    meet(store, WORLD)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=20))
     r = {"nn": cap(lambda: nn_all_gather(rank))}

@@ -16,6 +16,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 
+from _meet import meet  # noqa: E402 - ranks meet before the short-timeout init
+
 WORLD = 2
 
 
@@ -24,7 +26,9 @@ def run_job(script, outdir):
     the tests of both jobs start them this way."""
     import subprocess
     from pathlib import Path
-    subprocess.run([sys.executable, str(script), str(outdir)], check=True, timeout=180, capture_output=True)
+    r = subprocess.run([sys.executable, str(script), str(outdir)], timeout=240, capture_output=True, text=True)
+    if r.returncode != 0:                     # the child's own traceback, not only "exit status 1"
+        raise AssertionError(f"{Path(script).name} exited {r.returncode}:\n{r.stderr[-6000:]}")
     return [json.loads((Path(outdir) / f"rank{r}.json").read_text()) for r in range(WORLD)]
 
 
@@ -113,6 +117,7 @@ def ddp_steps(rank, setup, steps=3):
 
 def worker(rank, outdir):
     store = dist.FileStore(os.path.join(outdir, "store"), WORLD)
+    meet(store, WORLD)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=10))
     r = {"autograd": cap(lambda: autograd_collectives(rank))}

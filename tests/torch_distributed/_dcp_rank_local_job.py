@@ -28,6 +28,8 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 from torch.distributed.device_mesh import init_device_mesh
 
+from _meet import meet  # noqa: E402 - ranks meet before the short-timeout init
+
 FULL = torch.arange(6, dtype=torch.float32)          # the sharded tensor's full value
 
 
@@ -64,6 +66,7 @@ def rank_main(rank, world, phase, outdir):
     ckpt = os.path.join(outdir, "ckpt")
     r = {}
     store = dist.FileStore(os.path.join(outdir, f"store.{phase}"), world)
+    meet(store, world)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=8))
     try:

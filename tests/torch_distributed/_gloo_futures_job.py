@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from _meet import meet  # noqa: E402 - ranks meet before the short-timeout init
+
 WORLD = 2
 
 
@@ -159,6 +161,7 @@ def workarounds(rank):
 
 def worker(rank, outdir):
     store = dist.FileStore(os.path.join(outdir, "store"), WORLD)
+    meet(store, WORLD)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=20))
     r = {"torch": torch.__version__, "ops": {}}
