@@ -56,6 +56,7 @@ bench: venv ## print the benchmark figures (never part of the tests)
 	@if [ -f benchmarks/bench_triage.py ]; then $(VPY) benchmarks/bench_triage.py; fi
 	@if [ -f benchmarks/bench_fr_dump.py ]; then $(VPY) benchmarks/bench_fr_dump.py; fi
 	@if [ -f benchmarks/bench_lookup.py ]; then $(VPY) benchmarks/bench_lookup.py; fi
+	$(VPY) benchmarks/bench_find_docs.py
 	$(VPY) benchmarks/reading_cost.py --top 15
 
 clean: ## remove .venv and test caches

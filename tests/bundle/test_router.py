@@ -161,6 +161,8 @@ FACTS = {
        for m in ("prepare", "backward", "accumulate", "unwrap_model", "save_state", "load_state",
                  "gather_for_metrics")},
     **{s: (lambda s=s: s in _dalle_facts()["scripts"]) for s in ("train_vae.py", "train_dalle.py", "generate.py")},
+    # the hit format find_docs.py documents in its own help
+    "PATH:FIRST-LAST": lambda: "PATH:FIRST-LAST" in (REPO / "scripts" / "find_docs.py").read_text(),
 }
 # Spans that are not facts about a package: commands named in a safety rule, flags of our helpers
 # (checked against their --help above), and the helpers' usage lines (checked above).
