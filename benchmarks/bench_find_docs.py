@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,18 +21,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "find_docs.py"
 sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_lookup import timed  # noqa: E402 - one whole-process timer for the helper benchmarks
 CASES = {"error line": ["Grad strides do not match bucket view strides"],
          "names": ["NCCL_SOCKET_IFNAME", "multi-node"],
          "description": ["zero3", "generate", "hang", "after", "eval"]}
-
-
-def timed(cmd, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - t0)
-    return min(times), statistics.median(times)
 
 
 def main(argv=None) -> int:

@@ -137,17 +137,18 @@ def check(url, ex):
     return True, f"web page key '{repo}' hashes odd (sha1 ...{h[-6:]})"
 
 
-def main(argv):
+def main(argv, rule=None, name="check_thread20.py"):
+    """Check each URL against the exclusions and a split rule (this set's `check` unless given)."""
     if argv[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
     if not argv:
-        print("usage: check_thread20.py URL [URL ...]  (--help for more)", file=sys.stderr)
+        print(f"usage: {name} URL [URL ...]  (--help for more)", file=sys.stderr)
         return 2
     ex = excluded_keys()
     ok = True
     for u in argv:
-        good, why = check(u, ex)
+        good, why = (rule or check)(u, ex)
         ok &= good
         print(("ELIGIBLE " if good else "REJECT   ") + u + "  -- " + why)
     return 0 if ok else 1

@@ -11,7 +11,6 @@ Env S21_SELF=path/to/own/author/file excludes that file from the cross-author ch
 """
 import hashlib
 import os
-import sys
 
 from _common import run
 
@@ -38,16 +37,7 @@ def check(url, ex):
 
 
 def main(argv):
-    if not argv:
-        print("usage: check_thread21.py URL [URL ...]  (--help for more)", file=sys.stderr)
-        return 2
-    ex = c20.excluded_keys()
-    ok = True
-    for u in argv:
-        good, why = check(u, ex)
-        ok &= good
-        print(("ELIGIBLE " if good else "REJECT   ") + u + "  -- " + why)
-    return 0 if ok else 1
+    return c20.main(argv, check, "check_thread21.py")
 
 
 if __name__ == "__main__":
