@@ -207,3 +207,18 @@ def test_an_empty_param_group_keeps_its_hyperparameters(tmp_path):
     assert o2.param_groups[1]["lr"] == 0.2 and o2.param_groups[1]["betas"] == (0.8, 0.9)
     m2[0](torch.ones(1, 2)).sum().backward()
     o2.step()
+
+
+def test_a_scheduler_built_after_the_load_rewrites_the_loaded_lr():
+    """A scheduler's constructor runs its first step, which writes lr into every group: built after the
+    optimizer state was loaded, it scales the loaded lr again (pytorch/pytorch#119168: load after building)."""
+    _, opt, _ = _trained_with_scheduler()
+    _, o2 = make()
+    o2.load_state_dict(opt.state_dict())
+    assert o2.param_groups[0]["lr"] == 0.0125
+    torch.optim.lr_scheduler.LinearLR(o2, start_factor=0.1, total_iters=10)
+    assert o2.param_groups[0]["lr"] == pytest.approx(0.00125)
+    _, o3 = make()
+    torch.optim.lr_scheduler.LinearLR(o3, start_factor=0.1, total_iters=10)   # build first ...
+    o3.load_state_dict(opt.state_dict())                                      # ... then load
+    assert o3.param_groups[0]["lr"] == 0.0125
