@@ -308,6 +308,19 @@ NAMESPACES += [_pp, _pp.Pipe, _pp.PipelineStage, _pp.Schedule1F1B, importlib.imp
 CALLABLES.update({"pipeline": _pp.pipeline, "PipelineStage": _pp.PipelineStage.__init__, "step": _pp.ScheduleGPipe.step,
                   "build_stage": _pp.Pipe.build_stage, "tensor_split": torch.tensor_split,
                   "ScheduleGPipe": _pp.ScheduleGPipe.__init__, "Schedule1F1B": _pp.Schedule1F1B.__init__})
+# set-21 W1: checkpoints.md (ZeroRedundancyOptimizer), process-groups.md (isend/irecv), fsdp2-and-dcp.md (optimizer
+# state through DCP: the optimizer-state helpers and the LR schedulers its table names)
+_zero = importlib.import_module("torch.distributed.optim").ZeroRedundancyOptimizer
+CALLABLES.update({"consolidate_state_dict": _zero.consolidate_state_dict,
+                  "ZeroRedundancyOptimizer.load_state_dict": _zero.load_state_dict,
+                  "isend": dist.isend, "irecv": dist.irecv,
+                  "set_optimizer_state_dict": dsd.set_optimizer_state_dict,
+                  "get_optimizer_state_dict": dsd.get_optimizer_state_dict,
+                  "StepLR": torch.optim.lr_scheduler.StepLR.__init__, "LinearLR": torch.optim.lr_scheduler.LinearLR.__init__,
+                  "load_state_dict": torch.optim.lr_scheduler.LRScheduler.load_state_dict,
+                  "requires_grad_": torch.Tensor.requires_grad_})
+NAMESPACES += [importlib.import_module("torch.distributed.optim")]
+OTHER_API |= {"params", "param_groups", "lr", "betas", "initial_lr", "exp_avg", "exp_avg_sq"}   # optimizer group/state keys
 # multinode-rank-matrix.md's deepspeed rows: the runner's own flags and the variables its per-node launch exports
 _ds_runner = importlib.import_module("deepspeed.launcher.runner")
 for _flag in ("--hostfile", "--no_ssh", "--node_rank", "--master_addr", "--master_port"):
