@@ -75,6 +75,9 @@ OTHER_SOURCE_NAMES = {
     # TRL's GRPO arguments (huggingface/trl trl/trainer/grpo_config.py; TRL is not installed)
     "ds3_gather_for_generation": "trl/trainer/grpo_config.py GRPOConfig (not installed)",
     "use_vllm": "trl/trainer/grpo_config.py GRPOConfig (not installed)",
+    # PEFT (not installed): PeftModel / AutoPeftModel.from_pretrained(..., is_trainable: bool = False) loads an
+    # adapter frozen for inference (peft v0.20.0 src/peft/auto.py, peft_model.py); numerics.md GradScaler section
+    "is_trainable": "peft PeftModel.from_pretrained signature (not installed)",
 }
 # Flight-recorder names that live in torch's C++ sources, not in its Python files, with where they
 # were read (pytorch/pytorch torch/csrc/distributed/c10d/). "cpu": the 2.13.0 CPU library contains
