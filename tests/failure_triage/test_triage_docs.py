@@ -44,6 +44,10 @@ TRANSFORMERS_NAMES = {
     "trainer_seq2seq": ("trainer_seq2seq.py", "class Seq2SeqTrainer(Trainer)"),
     "deepspeed_optim_sched": ("integrations/deepspeed.py", "def deepspeed_optim_sched("),
     "MISSING": ("utils/loading_report.py", 'status = _style("MISSING", "red")'),   # the 5.x load report row
+    # an encoder-decoder model's generate runs its encoder directly (the FSDP2 row)
+    "get_encoder": ("generation/utils.py", "encoder = self.get_encoder()"),
+    "_prepare_text_encoder_decoder_kwargs_for_generation": (
+        "generation/utils.py", "def _prepare_text_encoder_decoder_kwargs_for_generation("),
 }
 TRANSFORMERS_ROOT = Path(importlib.util.find_spec("transformers").origin).parent
 
