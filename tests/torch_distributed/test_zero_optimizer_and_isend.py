@@ -61,10 +61,16 @@ def test_zero_load_state_dict_keeps_this_ranks_share_and_blanks_the_rest_of_the_
 
 @pytest.mark.reproduces("torch-gloo-timeout")
 def test_consolidate_on_rank_0_only_times_out_both_ranks(job):
+    """Both ranks fail within the 2-s group timeout. The rank whose timeout fires first closes the pair, so
+    the other may report the closed connection instead of its own timeout (a CI rehearsal saw both orders)."""
+    timeout = "Timed out waiting 2000ms for recv operation to complete"
+    msgs = []
     for r in job:
         got = r["zero"]["rank0_only_consolidate"]
-        assert "Timed out waiting 2000ms for recv operation to complete" in got["result"]["error"]["msg"]
+        msgs.append(got["result"]["error"]["msg"])
         assert got["seconds"] < 10
+    assert any(timeout in m for m in msgs), msgs
+    assert all(timeout in m or "Connection closed by peer" in m for m in msgs), msgs
 
 
 def test_gloo_isend_completes_only_when_the_receiver_posts_its_recv(job):
