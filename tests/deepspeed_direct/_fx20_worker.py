@@ -9,6 +9,9 @@ CASE:
   moe_z2           ZeRO-2, per-expert ModuleList, rank 0 runs expert 0, rank 1 experts 1 and 2 (rank-dependent
                    routing) -> steps finished or the exception text
   moe_z2_fused     ZeRO-2, all experts in one 3-D parameter called on every rank, same routing
+  moe_z2_frozen    ZeRO-2, the moe_z2 model and routing with the experts frozen (requires_grad False; only the
+                   Linear layers around the block train, as with LoRA on attention only)
+                   -> steps finished, whether the trainable weights moved and the expert weights did not
   z3_generate      ZeRO-3, 3 forwards inside deepspeed.runtime.zero.unwrap_model_for_generation, then train
                    -> reset_step calls during those forwards, hooks left, _invalidate_trace calls on exit
 Writes one JSON object to OUT_JSON, then os._exit(0).
@@ -68,6 +71,7 @@ def main():
 
     elif case.startswith("moe_z2"):
         fused = case == "moe_z2_fused"
+        frozen = case == "moe_z2_frozen"
 
         class MoE(torch.nn.Module):
             def __init__(self):
@@ -84,8 +88,12 @@ def main():
                 return sum(self.experts[e](x) for e in hit)
 
         model = torch.nn.Sequential(torch.nn.Linear(8, 8), MoE(), torch.nn.Linear(8, 1))
+        if frozen:
+            model[1].requires_grad_(False)
+        before = [p.detach().clone() for p in model.parameters()]
         cfg = dict(base, zero_optimization={"stage": 2, "overlap_comm": False})
-        engine, *_ = deepspeed.initialize(model=model, config=cfg, model_parameters=model.parameters())
+        engine, *_ = deepspeed.initialize(model=model, config=cfg,
+                                          model_parameters=[p for p in model.parameters() if p.requires_grad])
         steps = 0
         try:
             for _ in range(2):
@@ -96,6 +104,12 @@ def main():
         except Exception as e:  # gloo reports the mismatched collective or the peer's exit
             res["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         res["steps"] = steps
+        if frozen:
+            moved = [not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters())]
+            flags = [p.requires_grad for p in model.parameters()]
+            res["trainable_moved"] = all(m for m, f in zip(moved, flags) if f)
+            res["frozen_moved"] = any(m for m, f in zip(moved, flags) if not f)
+            res["expert_grads_none"] = all(p.grad is None for p in model[1].parameters())
 
     elif case == "z3_generate":
         from deepspeed.runtime.zero import partitioned_param_coordinator as ppc

@@ -6,6 +6,8 @@ start together, each in its own ranks, so the module takes one worker start-up, 
   without the key, or after deepspeed.comm.configure(enabled=False), no synchronize runs.
 - s20-K4-04 (zero3-leaf-modules.md): per-rank expert routing with per-expert modules breaks ZeRO-2 as well
   (gradient reduction collectives differ); one fused 3-D expert parameter trains.
+- s21-K8-04 (zero3-leaf-modules.md): that ZeRO-2 failure needs trainable experts; the same per-expert model and
+  routing with the experts frozen (LoRA on attention only) trains 2 steps: no expert gradient, no mismatch.
 - s20-K11-02 (generation-under-sharding.md): deepspeed's unwrap_model_for_generation removes the per-module
   hooks but not the root forward-pre-hook, so reset_step runs on every generate forward; on exit
   _register_deepspeed_module invalidates the trace once and training goes on.
@@ -26,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 from _ports import free_port  # noqa: E402
 
 WORKER = HERE / "_fx20_worker.py"
-CASES = {"comms_block": 2, "comms_none": 2, "comms_configure": 2, "moe_z2": 2, "moe_z2_fused": 2, "z3_generate": 1}
+CASES = {"comms_block": 2, "comms_none": 2, "comms_configure": 2, "moe_z2": 2, "moe_z2_fused": 2, "moe_z2_frozen": 2, "z3_generate": 1}
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +72,15 @@ def test_zero2_per_rank_expert_routing_breaks_the_gradient_collectives(runs):
         or "Connection closed by peer" in text, text[-1500:]
     for r in runs["moe_z2_fused"]:
         assert r["res"] and r["res"]["steps"] == 2, r["log"]
+
+
+def test_zero2_per_rank_routing_with_frozen_experts_trains(runs):
+    for r in runs["moe_z2_frozen"]:
+        assert r["res"], r["log"]
+        res = r["res"]
+        assert "error" not in res and res["steps"] == 2, res
+        assert res["expert_grads_none"] is True
+        assert res["trainable_moved"] is True and res["frozen_moved"] is False
 
 
 def test_unwrap_for_generation_keeps_root_pre_hook_and_invalidates_on_exit(runs):
