@@ -112,6 +112,7 @@ COMM_ROWS = [
     ("reduce(float)", "`reduce(1.0 + r)` (Python float)"),
     ("pad_across_processes(len 2+rank)", "`pad_across_processes(ones(2+r))`"),
     ("pad_across_processes(pad_first=True)", "`pad_across_processes(ones(2+r), pad_first=True, pad_index=-1)`"),
+    ("pad_across_processes(bool len 2+rank)", "`pad_across_processes(ones(2+r) > 0)` (bool)"),
     ("utils.broadcast(t, from_process=0)", "`accelerate.utils.broadcast(tensor([r]), from_process=0)`"),
     ("utils.broadcast_object_list([obj])", "`accelerate.utils.broadcast_object_list([f\"from rank {r}\"])`"),
     ("split_between_processes(list of 5)", "`split_between_processes(list(range(5)))`"),

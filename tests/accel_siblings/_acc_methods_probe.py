@@ -248,6 +248,7 @@ call("reduce(float)", lambda: summ(acc.reduce(1.0 + RANK)))
 call("pad_across_processes(len 2+rank)", lambda: summ(acc.pad_across_processes(torch.ones(2 + RANK))))
 call("pad_across_processes(pad_first=True)",
      lambda: summ(acc.pad_across_processes(torch.ones(2 + RANK), pad_first=True, pad_index=-1)))
+call("pad_across_processes(bool len 2+rank)", lambda: summ(acc.pad_across_processes(torch.ones(2 + RANK) > 0)))
 call("utils.broadcast(t, from_process=0)", lambda: summ(broadcast(torch.tensor([float(RANK)]), from_process=0)))
 call("utils.broadcast_object_list([obj])", lambda: broadcast_object_list([f"from rank {RANK}"]))
 
