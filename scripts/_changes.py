@@ -237,8 +237,6 @@ def coverage_line(cover: dict, only=None) -> str:
     if not parts:
         return "index coverage: unknown (release_changes_coverage.json missing)"
     return ("index covers: " + "; ".join(parts)
-            + ". Outside these, no entry means nothing was checked, not that nothing changed; inside them the"
-            " index lists only merges judged user-visible. So no matching fix is never evidence that a bug"
-            " is still there or that upgrading will not help: a bug reported against a release before the"
-            " range may have been fixed before it starts. Read the function in the pinned (or the user's)"
-            " package before saying 'not fixed'.")
+            + ". No matching entry is not evidence that a bug is still there or that an upgrade will not help"
+            " (outside these ranges nothing was checked; inside them only user-visible changes are listed):"
+            " read the function in the user's package before saying 'not fixed'.")

@@ -21,7 +21,7 @@ DATA = Path(__file__).resolve().parent.parent / "references" / "facts" / "names.
 HISTORY = DATA.parent / "deepspeed_default_history.json"
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 LIMIT = 40
-CHANGES_LIMIT = 15
+CHANGES_LIMIT = 8
 SHOWN = ("t", "d", "changed", "c", "w", "a", "l", "o")
 LABELS = {"t": "type", "d": "default", "changed": "changed", "c": "choices", "w": "where", "a": "aliases",
           "l": "linked", "o": "note"}
