@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Check references/facts/{torch,transformers}_body_changes.jsonl against the wheels the entries were
-written from (a maintainer tool: CI has no wheels, so tests/facts/test_body_changes.py checks that every
+"""Check references/facts/{torch,transformers,deepspeed,accelerate}_body_changes.jsonl against the
+release files (wheels; DeepSpeed's sdist) the entries were written from (a maintainer tool: CI has no wheels, so tests/facts/test_body_changes.py checks that every
 line has a record here and that each `pinned_check` holds in the installed package).
 
 An entry says the change first appears in `version` and names the older release it was compared with
-in `evidence` ("<lib> A -> B (wheel sources): ..."). For each entry this script opens the wheels of A
-and B (any platform: only the Python sources are read) and requires:
+in `evidence` ("<lib> A -> B (wheel sources): ..." or "(release sources)"). For each entry this script
+opens the release files of A and B (wheels of any platform, or sdists `<lib>-X.tar.gz`: only the Python
+sources are read; sdist members `<lib>-X/<path>` are read as `<path>`, so entries use package-relative
+paths like deepspeed/runtime/zero/stage_1_and_2.py) and requires:
   before.contains  in A's before.path and not in B's (the old code that went away), and/or
   after.contains   in B's after.path and not in A's (the new code);
 at least one of the two. Whitespace runs count as one space on both sides.
@@ -18,6 +20,8 @@ Examples:
   python3 tests/audit/verify_body_changes.py --wheels /tmp/wheels --write
   pip download transformers==4.47.1 --no-deps -d /tmp/wheels                 # getting a wheel
   pip download torch==2.6.0 --no-deps --only-binary=:all: --platform macosx_11_0_arm64 -d /tmp/wheels
+  pip download deepspeed==0.19.8 --no-deps --no-binary :all: -d /tmp/wheels  # DeepSpeed: an sdist
+  pip download accelerate==1.15.0 --no-deps -d /tmp/wheels
 
 Exit codes: 0 every entry verified; 1 at least one failed (listed on stderr); 2 usage error.
 """
@@ -28,6 +32,7 @@ import hashlib
 import json
 import re
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -36,7 +41,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 import _changes  # noqa: E402
 
 RECORDS = Path(__file__).resolve().parent / "body_changes_verified.json"
-EVIDENCE = re.compile(r"^(torch|transformers) (\d+\.\d+\.\d+) -> (\d+\.\d+\.\d+) \(wheel sources\)")
+EVIDENCE = re.compile(r"^(torch|transformers|deepspeed|accelerate) (\d+\.\d+\.\d+) -> (\d+\.\d+\.\d+)"
+                      r" \((?:wheel|release) sources\)")
+RELEASE = re.compile(r"^(torch|transformers|deepspeed|accelerate)-(\d+\.\d+\.\d+)(?:(?:\+[^-]*)?-.*\.whl|\.tar\.gz)$")
 
 
 def squash(s: str) -> str:
@@ -46,23 +53,19 @@ def squash(s: str) -> str:
 class Wheels:
     def __init__(self, folder: Path):
         self.by_version = {}
-        for w in sorted(folder.glob("*.whl")):
-            m = re.match(r"^(torch|transformers)-(\d+\.\d+\.\d+)(?:\+[^-]*)?-", w.name)
-            if m:
+        for w in sorted(folder.iterdir()):
+            m = RELEASE.match(w.name)
+            if m:  # a wheel wins over an sdist of the same release (sorted: '-' < '.')
                 self.by_version.setdefault((m.group(1), m.group(2)), w)
         self.cache = {}
 
     def text(self, lib, version, path):
         w = self.by_version.get((lib, version))
         if w is None:
-            raise KeyError(f"no {lib} {version} wheel")
+            raise KeyError(f"no {lib} {version} wheel or sdist")
         key = (w, path)
         if key not in self.cache:
-            with zipfile.ZipFile(w) as z:
-                try:
-                    self.cache[key] = squash(z.read(path).decode("utf-8", "replace"))
-                except KeyError:
-                    self.cache[key] = ""
+            self.cache[key] = squash(read_member(w, path, f"{lib}-{version}/"))
         return self.cache[key]
 
     def sha(self, lib, version):
@@ -70,11 +73,25 @@ class Wheels:
         return w.name, hashlib.sha256(w.read_bytes()).hexdigest()
 
 
+def read_member(archive: Path, path: str, sdist_top: str) -> str:
+    """PATH's text in a wheel, or in an sdist under its top folder SDIST_TOP ('' when absent)."""
+    try:
+        if archive.name.endswith(".tar.gz"):
+            with tarfile.open(archive, "r:gz") as t:
+                f = t.extractfile(sdist_top + path)
+                return f.read().decode("utf-8", "replace") if f else ""
+        with zipfile.ZipFile(archive) as z:
+            return z.read(path).decode("utf-8", "replace")
+    except KeyError:
+        return ""
+
+
 def verify(e, wheels):
     """'' when the entry holds in its wheels, else why not."""
     m = EVIDENCE.match(e.get("evidence", ""))
     if not m or m.group(1) != e["lib"] or m.group(3) != e["version"]:
-        return "evidence must start '<lib> OLD -> VERSION (wheel sources)' with VERSION = the entry's version"
+        return ("evidence must start '<lib> OLD -> VERSION (wheel sources)' or '(release sources)' with"
+                " VERSION = the entry's version")
     lib, old, new = m.groups()
     if not (e.get("before") or e.get("after")):
         return "needs 'before' and/or 'after'"
@@ -96,7 +113,7 @@ def verify(e, wheels):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--wheels", required=True, help="folder with the torch / transformers wheels")
+    ap.add_argument("--wheels", required=True, help="folder with the wheels (and DeepSpeed sdists)")
     ap.add_argument("--write", action="store_true", help="record the verified lines")
     a = ap.parse_args(argv)
     folder = Path(a.wheels)

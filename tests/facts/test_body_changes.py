@@ -1,4 +1,4 @@
-"""The code-body change files of torch and transformers (`lookup.py --changes`): every line is valid, was
+"""The code-body change files of torch, transformers, deepspeed and accelerate (`lookup.py --changes`): every line is valid, was
 checked against its two wheels by tests/audit/verify_body_changes.py (a record per line), states its
 release pair, and each `pinned_check` holds in the installed package."""
 from __future__ import annotations
@@ -68,3 +68,27 @@ def test_verify_rejects_what_the_wheels_do_not_show(tmp_path):
     assert "no transformers 4.45.0 wheel" in vb.verify(
         dict(good, evidence="transformers 4.45.0 -> 4.47.0 (wheel sources)"), w)
     assert "needs" in vb.verify({k: v for k, v in good.items() if k not in ("before", "after")}, w)
+
+
+def test_verify_reads_sdists_by_package_relative_path(tmp_path):
+    import io
+    import tarfile
+    for v, body in (("0.19.6", "def step(self):\n    buf = torch.zeros_like(grad)\n"),
+                    ("0.19.7", "def step(self):\n    buf = torch.zeros_like(grad, dtype=torch.float32)\n")):
+        with tarfile.open(tmp_path / f"deepspeed-{v}.tar.gz", "w:gz") as t:
+            data = body.encode()
+            info = tarfile.TarInfo(f"deepspeed-{v}/deepspeed/runtime/zero/muon/muon_optimizer.py")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    w = vb.Wheels(tmp_path)
+    path = "deepspeed/runtime/zero/muon/muon_optimizer.py"
+    good = {"lib": "deepspeed", "version": "0.19.7", "kind": "fix", "area": "muon", "names": ["step"],
+            "text": "t", "evidence": "deepspeed 0.19.6 -> 0.19.7 (release sources): muon_optimizer.py: step",
+            "after": {"path": path, "contains": "zeros_like(grad, dtype=torch.float32)"}}
+    assert _changes.check_entry(good) == ""  # a body entry: evidence, no pr/sha
+    assert "sha" in _changes.check_entry(good, git=True) or "pr" in _changes.check_entry(good, git=True)
+    assert vb.verify(good, w) == ""
+    assert "still in" in vb.verify(dict(good, after={"path": path, "contains": "def step(self):"}), w)
+    assert "not in" in vb.verify(dict(good, after={"path": "deepspeed-0.19.7/" + path, "contains": "zeros"}), w)
+    assert "no deepspeed 0.19.5" in vb.verify(
+        dict(good, evidence="deepspeed 0.19.5 -> 0.19.7 (release sources)"), w)
