@@ -213,8 +213,8 @@ def render(data):
          "deepspeed.constants.default_pg_timeout"),
         ("`deepspeed.init_distributed` / `deepspeed.initialize` (the `timeout` default)",
          "deepspeed.init_distributed(timeout=)"),
-        ("Accelerate `InitProcessGroupKwargs(backend=\"nccl\")`", "InitProcessGroupKwargs(backend=nccl)"),
-        ("Accelerate `InitProcessGroupKwargs(backend=\"gloo\")`", "InitProcessGroupKwargs(backend=gloo)"),
+        ("Accelerate handler built without `timeout`: `InitProcessGroupKwargs(backend=\"nccl\").timeout` (no handler: Accelerate passes none, torch's default applies)", "InitProcessGroupKwargs(backend=nccl)"),
+        ("Accelerate handler built without `timeout`: `InitProcessGroupKwargs(backend=\"gloo\").timeout` (no handler: Accelerate passes none, torch's default applies)", "InitProcessGroupKwargs(backend=gloo)"),
         ("Trainer `TrainingArguments.ddp_timeout` (seconds)", "TrainingArguments.ddp_timeout"),
     ]
     for label, key in rows:
