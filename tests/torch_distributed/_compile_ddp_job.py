@@ -38,10 +38,10 @@ def model():
     return Net()
 
 
-def graphs_per_forward(mode, build=None):
+def graphs_per_forward(mode, build=None, cap_mb=1):
     torch._dynamo.reset()
     torch._dynamo.config.optimize_ddp = mode
-    ddp = DDP((build or model)(), bucket_cap_mb=1)   # 1 MB buckets (DDPOptimizer needs >= the 1 MB first bucket)
+    ddp = DDP((build or model)(), bucket_cap_mb=cap_mb)   # 1 MB buckets (DDPOptimizer needs >= the 1 MB first bucket)
     seen = []
 
     def backend(gm, example_inputs):
@@ -71,6 +71,10 @@ def main(outfile):
         r["bogus"] = f"{type(e).__name__}: {e}"
     r["graphs"] = {str(m): graphs_per_forward(m) for m in (True, "ddp_optimizer", False, "no_optimization")}
     r["sequential_graphs"] = graphs_per_forward(True, lambda: nn.Sequential(*[nn.Linear(512, 512) for _ in range(4)]))
+    try:
+        r["small_cap"] = graphs_per_forward(True, cap_mb=0.3)
+    except Exception as e:  # noqa: BLE001
+        r["small_cap"] = f"{type(e).__name__}: {str(e).splitlines()[-1]}"
     with open(outfile, "w") as f:
         json.dump(r, f, indent=1)
     dist.destroy_process_group()

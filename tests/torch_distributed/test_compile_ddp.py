@@ -45,3 +45,8 @@ def test_ddp_optimizer_splits_the_graph_at_buckets_and_no_optimization_does_not(
 def test_a_bare_sequential_under_ddp_gives_the_backend_no_graph(job):
     # torch.nn's Sequential.forward is skipped as a top-level frame; DDP.forward itself is not traced
     assert job["sequential_graphs"] == 0
+
+
+def test_ddp_optimizer_rejects_a_bucket_cap_below_the_first_bucket(job):
+    assert job["small_cap"].startswith("AssertionError") and \
+        "First bucket should be smaller/equal to other buckets to get comms warmed up ASAP" in job["small_cap"]
