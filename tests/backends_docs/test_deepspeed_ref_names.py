@@ -33,6 +33,7 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
     "_ddp_params_and_buffers_to_ignore": "DDP's ignore-list attribute, torch/nn/parallel/distributed.py (outside this corpus; checked in tests/torch_distributed/test_names.py)",
+    "optimize_ddp": "torch._dynamo.config field, torch/_dynamo/config.py (outside this corpus; checked in tests/torch_distributed/test_names.py)",
     "modules_to_save": "a PEFT name (PEFT is not installed; huggingface/peft#899)",
     "original_module": "a PEFT ModulesToSaveWrapper attribute (PEFT is not installed; huggingface/peft#899)",
     "ATEN_CPU_CAPABILITY": "torch's CPU-kernel dispatch variable, read by libtorch (C++), not the Python sources",

@@ -92,6 +92,48 @@ def ddp_global_loss(rank):
     return {"ddp_grad": lin.weight.grad.flatten().tolist(), "single_grad": ref.weight.grad.flatten().tolist()}
 
 
+def ddp_local_loss(rank):
+    """The contrastive-loss layout: each rank scores only its own n rows against all gathered rows
+    (labels offset by n * rank) and takes the mean over its rows. Compared with one process computing the
+    mean over all rows: (a) the gradient-carrying gather under DDP, (b) a plain dist.all_gather with this
+    rank's own slot put back as the local, grad-carrying tensor (no gradient from the other ranks' losses)."""
+    from torch.distributed import nn as dist_nn
+    import torch.nn.functional as F
+    n = 4
+    X = torch.randn(WORLD * n, 3, generator=torch.Generator().manual_seed(2))
+    labels = torch.arange(n) + n * rank
+
+    def fresh():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 5)
+    ref = fresh()
+    Z = ref(X)
+    F.cross_entropy(Z @ Z.t(), torch.arange(WORLD * n)).backward()
+    single = ref.weight.grad.flatten()
+    out = {}
+    lin = fresh()
+    ddp = torch.nn.parallel.DistributedDataParallel(lin)
+    z = ddp(X[rank * n:(rank + 1) * n])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        allz = torch.cat(dist_nn.functional.all_gather(z), dim=0)
+    F.cross_entropy(z @ allz.t(), labels).backward()
+    out["with_grad_gather_max_diff"] = (lin.weight.grad.flatten() - single).abs().max().item()
+    lin2 = fresh()
+    ddp2 = torch.nn.parallel.DistributedDataParallel(lin2)
+    z2 = ddp2(X[rank * n:(rank + 1) * n])
+    slots = [torch.empty_like(z2) for _ in range(WORLD)]
+    dist.all_gather(slots, z2.detach())
+    slots[rank] = z2
+    F.cross_entropy(z2 @ torch.cat(slots, 0).t(), labels).backward()
+    g2 = lin2.weight.grad.flatten()
+    ratio = g2 / single
+    out["plain_gather_max_diff"] = (g2 - single).abs().max().item()
+    out["plain_gather_ratio_spread"] = (ratio.max() - ratio.min()).item()   # 0 would mean a pure rescale
+    out["plain_gather_cosine"] = torch.nn.functional.cosine_similarity(g2, single, dim=0).item()
+    return out
+
+
 def deprecation_names(rank):
     """The replacement each torch.distributed.nn.functional collective names in its FutureWarning
     (captured even where gloo then refuses the call)."""
@@ -122,6 +164,7 @@ def worker(rank, outdir):
     r["plain"] = cap(lambda: plain_all_gather(rank))
     r["deprecations"] = deprecation_names(rank)
     r["ddp"] = cap(lambda: ddp_global_loss(rank))
+    r["local_loss"] = cap(lambda: ddp_local_loss(rank))
     r["torch"] = torch.__version__
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(r, f, indent=1)

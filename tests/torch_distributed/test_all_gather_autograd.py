@@ -99,3 +99,20 @@ def test_ddp_mean_cancels_the_summed_gather_gradient(job):
         d = r["ddp"]["ok"]
         assert d["ddp_grad"] == pytest.approx(d["single_grad"], rel=1e-5, abs=1e-6)
         assert d["ddp_grad"] != pytest.approx([g / 2 for g in d["single_grad"]], rel=1e-3)
+
+
+def test_local_loss_with_a_gradient_carrying_gather_equals_the_global_gradient(job):
+    # each rank: mean cross-entropy of its own 4 rows against all 8 gathered rows, labels offset by 4 * rank;
+    # DDP's mean over ranks of those gradients equals one process's mean over all 8 rows (factor 1)
+    for r in job:
+        ll = r["local_loss"]["ok"]
+        assert ll["with_grad_gather_max_diff"] < 1e-6
+
+
+def test_local_loss_without_the_gather_gradient_is_wrong_not_rescaled(job):
+    # plain dist.all_gather, own slot put back with its gradient: the other ranks' loss terms are lost
+    for r in job:
+        ll = r["local_loss"]["ok"]
+        assert ll["plain_gather_max_diff"] > 1e-2
+        assert ll["plain_gather_ratio_spread"] > 0.5          # element-wise ratio not constant: no single factor fixes it
+        assert ll["plain_gather_cosine"] < 0.999

@@ -265,6 +265,14 @@ OTHER_API |= {n for n, src in (("eager_connect_single_device", _c10d_src), ("kBa
               ("group_rank", inspect.getsource(importlib.import_module("torch.distributed.elastic.agent.server.api"))))
               if n in src}
 OTHER_API |= {"ConnectionError"}   # Python's builtin, raised by accelerate's port check (multinode-rank-matrix.md)
+# set-22 fixes: ddp.md "torch.compile with DDP", multinode-rank-matrix.md (role_info multi_get), fsdp1-to-fsdp2.md
+# (DCP optimizer FQNs of a FlatParameter): names checked in the installed sources
+OTHER_API |= {n for n, ok in (
+    ("optimize_ddp", hasattr(importlib.import_module("torch._dynamo.config"), "optimize_ddp")),
+    ("DDPOptimizer", hasattr(importlib.import_module("torch._dynamo.backends.distributed"), "DDPOptimizer")),
+    ("multi_get", hasattr(torch.distributed.Store, "multi_get")),
+    ("_flat_param", importlib.import_module("torch.distributed.fsdp.fully_sharded_data_parallel").FLAT_PARAM == "_flat_param"),
+    ("_fqns", "self._fqns" in inspect.getsource(importlib.import_module("torch.distributed.fsdp._flat_param")))) if ok}
 _acc = importlib.import_module("accelerate")      # multinode-rank-matrix.md rows 21-22 call these
 CALLABLES.update({"Accelerator": _acc.Accelerator, "Accelerator.save_state": _acc.Accelerator.save_state,
                   "ProjectConfiguration": importlib.import_module("accelerate.utils").ProjectConfiguration})
