@@ -143,6 +143,21 @@ def _env(ext_dir, rank, ws, port):
     return env
 
 
+def communicate_all(ps, timeout=240):
+    """(stdout, stderr, returncode) of each started rank process; when one overruns TIMEOUT every rank of
+    the job is killed (the others would wait for it forever)."""
+    out = []
+    for p in ps:
+        try:
+            o, e = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in ps:
+                q.kill()
+            o, e = p.communicate()
+        out.append((o, e, p.returncode))
+    return out
+
+
 def _result(stdout, stderr):
     line = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
     if not line:

@@ -86,15 +86,9 @@ def _pipe_all(tmp_path):
     out = {}
     for v, ps in procs.items():
         res = []
-        for p in ps:
-            try:
-                o, e = p.communicate(timeout=240)
-            except subprocess.TimeoutExpired:
-                for q in ps:
-                    q.kill()
-                o, e = p.communicate()
+        for o, e, rc in m.communicate_all(ps):
             lines = [ln for ln in o.splitlines() if ln.startswith("RESULT ")]
-            res.append({"result": json.loads(lines[-1][7:]) if lines else None, "rc": p.returncode, "stderr": e})
+            res.append({"result": json.loads(lines[-1][7:]) if lines else None, "rc": rc, "stderr": e})
         out[v] = res
     return out
 

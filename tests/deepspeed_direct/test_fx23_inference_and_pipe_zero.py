@@ -37,16 +37,7 @@ def _start(work, *args):
 
 
 def _collect(ps):
-    out = []
-    for p in ps:
-        try:
-            o, e = p.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            for q in ps:
-                q.kill()
-            o, e = p.communicate()
-        out.append(m._result(o, e))
-    return out
+    return [m._result(o, e) for o, e, _ in m.communicate_all(ps)]
 
 
 @pytest.fixture(scope="module")
