@@ -1,9 +1,9 @@
 """Engine of find_docs.py: split the bundle's Markdown into heading sections and rank them for a query.
 
 Standard library only. A section is the text under one heading up to the next heading of any level
-(fenced code blocks are not scanned for headings); a section longer than WINDOW lines is cut into
-windows so that a hit names a range an agent can read whole. Ranking is BM25 over word tokens, with
-the heading trail counted HEADING_WEIGHT times and a bonus when the whole query occurs verbatim (an
+(fenced code blocks are not scanned for headings); a section longer than WINDOW lines or
+WINDOW_CHARS characters is cut into windows so that a hit names a range an agent can read whole.
+Ranking is BM25 over word tokens, with the heading trail counted HEADING_WEIGHT times and a bonus when the whole query occurs verbatim (an
 error message pasted as the query).
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 WINDOW = 60             # most lines in one hit; longer sections are cut at blank lines where possible
+WINDOW_CHARS = 3000     # most characters in one hit (~750 tokens): a table of long rows is cut sooner
 HEADING_WEIGHT = 3
 K1, B = 1.2, 0.75
 PHRASE_BONUS = 2.0      # score multiplier when the normalised query occurs in the section verbatim
@@ -90,12 +91,17 @@ def bundle_files(root: Path) -> list[Path]:
 
 
 def _windows(lines: list[str], start: int, end: int):
-    """Cut lines start..end (1-based, inclusive) into runs of at most WINDOW lines, preferring a blank line."""
+    """Cut lines start..end (1-based, inclusive) into runs of at most WINDOW lines and about WINDOW_CHARS
+    characters (a single longer line stays whole), preferring to cut after a blank line in the run's
+    second half."""
     a = start
     while a <= end:
-        b = min(end, a + WINDOW - 1)
+        b, size = a, len(lines[a - 1]) + 1
+        while b < end and b - a + 1 < WINDOW and size + len(lines[b]) + 1 <= WINDOW_CHARS:
+            size += len(lines[b]) + 1
+            b += 1
         if b < end:
-            for cut in range(b, a + WINDOW // 2, -1):
+            for cut in range(b, a + (b - a) // 2, -1):
                 if not lines[cut - 1].strip():
                     b = cut
                     break

@@ -91,7 +91,9 @@ Rules (the name is printed in every finding)
   anchor           '#fragment' of a link to a Markdown file names a heading
                    there (GitHub slug rules) or an <a id/name> anchor
   orphan           every file under <skill>/references/ is linked or named
-                   from that skill's SKILL.md
+                   from that skill's SKILL.md; a data file (not .md) may
+                   instead be named in a <skill>/scripts/*.py helper that
+                   queries it
   toc              a Markdown file under a references/ folder with more than
                    100 lines has a table of contents (list items linking to
                    '#anchors') starting in its first 40 lines after the front
@@ -669,6 +671,7 @@ class Linter:
         if not (self.root / ref_dir).is_dir():
             return
         named = self._named.get(skill_rel, set())
+        helpers = self._helper_sources(f"{skill_dir}/scripts" if skill_dir else "scripts")
         for dirpath, dirnames, filenames in os.walk(self.root / ref_dir):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in PRUNE_DIRS)
             rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
@@ -676,8 +679,19 @@ class Linter:
                 if f.startswith("."):
                     continue
                 rel = f"{rel_dir}/{f}"
-                if rel not in named:
-                    self.add(rel, 1, "orphan", f"not linked or named from {skill_rel}")
+                if rel in named or (not f.endswith(".md") and any(f in src for src in helpers)):
+                    continue  # a data file a helper script queries need not be named to agents
+                self.add(rel, 1, "orphan", f"not linked or named from {skill_rel}")
+
+    def _helper_sources(self, scripts_rel: str) -> list:
+        """Text of the skill's helper scripts (<skill>/scripts/*.py), which may own data files."""
+        out = []
+        for p in sorted((self.root / scripts_rel).glob("*.py")):
+            try:
+                out.append(p.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                continue
+        return out
 
     # ---- tables of contents
     def check_toc(self, doc: MdDoc):

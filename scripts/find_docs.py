@@ -30,9 +30,9 @@ examples:
 then read only the printed range, e.g. sed -n 120,176p sub-skills/torch-distributed/references/ddp.md
 
 ranking: BM25 over words (identifiers count whole and by their parts; the heading trail counts three
-times), doubled when the whole query occurs verbatim in the section. A hit covers at most 60 lines;
-a longer section is split, so neighbouring ranges may continue it. A miss means no section shares the
-query's words: try the error's key names, or the routers (SKILL.md) and the helpers' own --search.
+times), doubled when the whole query occurs verbatim in the section. A hit covers at most 60 lines and
+about 3,000 characters; a longer section is split, so neighbouring ranges may continue it. A miss means
+no section shares the query's words: try the error's key names, or the routers (SKILL.md) and the helpers' own --search.
 
 exit codes:
   0  at least one section found

@@ -372,6 +372,17 @@ def test_orphan_naming_from_a_reference_does_not_count(lint):
                              "sub-skills/alpha/SKILL.md"])
 
 
+def test_orphan_data_file_a_helper_queries_is_not_an_orphan(lint):
+    # a data file the skill's helper script names is owned by the helper; a Markdown file is not
+    root = lint.bundle({"references/facts/index.jsonl": "{}\n", "references/notes.md": "# Notes\n",
+                        "scripts/query.py": "DATA = 'references/facts/index.jsonl'  # and notes.md\n"})
+    assert_only(lint, root, ["references/notes.md:1: orphan: not linked or named from SKILL.md"])
+    # the same data file with no helper naming it is an orphan again
+    (root / "scripts" / "query.py").write_text("DATA = None\n")
+    assert_only(lint, root, ["references/facts/index.jsonl:1: orphan: not linked or named from SKILL.md",
+                             "references/notes.md:1: orphan: not linked or named from SKILL.md"])
+
+
 # --------------------------------------------------------------------------- toc
 
 def test_toc_missing_in_long_reference(lint):

@@ -54,6 +54,8 @@ def test_every_hit_range_is_the_files_own_lines_and_at_most_a_window():
         lines = (REPO / h["path"]).read_text(encoding="utf-8").splitlines()
         assert 1 <= h["first_line"] <= h["last_line"] <= len(lines)
         assert h["last_line"] - h["first_line"] < _docsearch.WINDOW
+        span = lines[h["first_line"] - 1:h["last_line"]]
+        assert sum(len(x) + 1 for x in span) <= _docsearch.WINDOW_CHARS or len(span) == 1
         assert h["headings"] and h["headings"][-1].lower() != "contents"
         if k == 0:
             assert h["text"] == "\n".join(lines[h["first_line"] - 1:h["last_line"]])
@@ -100,6 +102,19 @@ def test_sections_fences_windows_and_skipped_titles(tmp_path):
     assert all(s.end - s.start < _docsearch.WINDOW for s in long)
     assert all(s.start == long[0].start or not secs_line(root, s.start - 1).strip() for s in long)
     assert long[0].start < long[1].start and long[-1].end == long[0].start + 8 * 16
+
+
+def test_windows_cut_long_lines_by_characters_and_keep_an_overlong_line_whole():
+    row = "| " + "x" * 700 + " |"                   # a table row of ~700 characters
+    lines = [row] * 12 + ["", "y" * (_docsearch.WINDOW_CHARS + 50), "tail"]
+    wins = list(_docsearch._windows(lines, 1, len(lines)))
+    assert wins[0] == (1, _docsearch.WINDOW_CHARS // (len(row) + 1))  # rows up to the character cap
+    assert [a for a, _ in wins] == sorted({a for a, _ in wins}) and wins[-1][1] == len(lines)
+    assert all(b2 == a1 - 1 for (_, b2), (a1, _) in zip(wins, wins[1:]))     # no gap, no overlap
+    big = len(lines) - 1                            # the over-long line is a window of its own
+    assert (big, big) in wins
+    for a, b in wins:
+        assert sum(len(x) + 1 for x in lines[a - 1:b]) <= _docsearch.WINDOW_CHARS or a == b
 
 
 def secs_line(root, n):
