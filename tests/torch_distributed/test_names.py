@@ -54,6 +54,7 @@ CALLABLES = {
     "init_process_group": dist.init_process_group, "new_group": dist.new_group,
     "destroy_process_group": dist.destroy_process_group, "monitored_barrier": dist.monitored_barrier,
     "barrier": dist.barrier, "all_gather_object": dist.all_gather_object,
+    "all_to_all_single": dist.all_to_all_single,
     "broadcast_object_list": dist.broadcast_object_list, "gather_object": dist.gather_object,
     "scatter_object_list": dist.scatter_object_list, "send": dist.send, "recv": dist.recv,
     "all_reduce": dist.all_reduce, "get_rank": dist.get_rank, "get_world_size": dist.get_world_size,
