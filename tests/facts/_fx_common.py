@@ -38,6 +38,9 @@ def default_repr(value) -> str:
         return repr(int(value))  # int subclasses that print with separators (deepspeed pp_int)
     if isinstance(value, float) and type(value) is not float:
         return repr(float(value))
+    if isinstance(value, (set, frozenset)):  # a set's repr order changes between runs
+        inner = ", ".join(sorted(map(repr, value)))
+        return f"{{{inner}}}" if value else "set()"
     r = repr(value)
     if " at 0x" in r:
         return "computed: " + type(value).__name__

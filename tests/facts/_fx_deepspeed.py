@@ -466,3 +466,28 @@ def removed_section() -> List[Dict]:
                              note="present in any form, DeepSpeedConfig raises DeepSpeedConfigError: "
                                   + message.split(" See https://", 1)[0].strip()))
     return out
+
+
+INFERENCE_CONFIG = PKG / "inference" / "config.py"
+
+
+def inference_config_section() -> List[Dict]:
+    """deepspeed.init_inference(model, config=... or **kwargs): DeepSpeedInferenceConfig's pydantic
+    fields (the keys init_inference accepts), with type, default and alias; nested models are named
+    by their class, not expanded."""
+    from deepspeed.inference.config import DeepSpeedInferenceConfig
+
+    lines = class_field_lines(INFERENCE_CONFIG)
+    out = []
+    for name, f in DeepSpeedInferenceConfig.model_fields.items():
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        note = ""
+        if extra.get("deprecated"):
+            new = extra.get("new_param", "")
+            note = "deprecated" + (f"; use {new}" if new else "")
+        default = None if f.is_required() else default_repr(f.get_default(call_default_factory=True))
+        out.append(entry("deepspeed-inference-config", name, "init_inference config key",
+                         type_=ann_str(f.annotation), default=default,
+                         where_=where(INFERENCE_CONFIG, lines.get(("DeepSpeedInferenceConfig", name))),
+                         aliases=[f.alias] if f.alias else [], note=note))
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from _fx_common import SITE, argparse_lines, entry, env_entries, parser_actions, scan_env, where
+from _fx_common import SITE, argparse_lines, default_repr, entry, env_entries, parser_actions, scan_env, where
 
 RUN_PY = SITE / "torch" / "distributed" / "run.py"
 
@@ -79,3 +79,49 @@ def _pet_line(path) -> int:
         if "os.environ.get(env_name" in line:
             return i
     return 0
+
+
+DYNAMO_CONFIG = SITE / "torch" / "_dynamo" / "config.py"
+
+
+def dynamo_config_section() -> List[Dict]:
+    """torch._dynamo.config options (set as torch._dynamo.config.NAME = value before compiling): the
+    config module's registered entries with their declared default and type, the line that declares
+    them, and the environment variable a Config(...) declaration reads, if any."""
+    import ast
+
+    import torch._dynamo.config as dcfg
+
+    lines, envs = {}, {}
+    for node in ast.parse(DYNAMO_CONFIG.read_text(encoding="utf-8")).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if not isinstance(target, ast.Name):
+            continue
+        lines.setdefault(target.id, node.lineno)
+        value = node.value
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "Config":
+            for kw in value.keywords:
+                if kw.arg in ("env_name_default", "env_name_force") and isinstance(kw.value, ast.Constant):
+                    envs[target.id] = (kw.arg, kw.value.value)
+    out = []
+    for name in sorted(dcfg._config):
+        e = dcfg._config[name]
+        if getattr(e, "hide", False):
+            continue
+        note = ""
+        if name in envs:
+            how, var = envs[name]
+            note = (f"{var} in the environment sets the default" if how == "env_name_default"
+                    else f"{var} in the environment overrides any value set in code")
+        if getattr(e, "deprecated", False):
+            note = (note + "; " if note else "") + "deprecated"
+        alias = getattr(e, "alias", None)
+        if alias:  # reads and writes go to the other option; its own default is a placeholder
+            note = (note + "; " if note else "") + f"alias of {alias}"
+        out.append(entry("torch-dynamo-config", name, "torch._dynamo.config option",
+                         type_=(e.value_type.__name__ if isinstance(e.value_type, type) else str(e.value_type).replace("typing.", "")),
+                         default=None if alias else default_repr(e.default),
+                         where_=where(DYNAMO_CONFIG, lines.get(name)), note=note,
+                         env=envs.get(name, ("", ""))[1]))
+    return out

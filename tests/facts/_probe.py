@@ -290,6 +290,34 @@ def transformers_checks(data) -> dict:
     return out
 
 
+def dynamo_and_inference_checks(data) -> dict:
+    """Sample entries of the two generated option tables against the live objects: setting a
+    torch._dynamo.config option by its table name works and an unknown name is refused; an
+    init_inference key and its alias both reach the DeepSpeedInferenceConfig field."""
+    import torch._dynamo.config as dcfg
+    from deepspeed.inference.config import DeepSpeedInferenceConfig
+
+    out = {}
+    dyn = {e["n"]: e for e in data["entries"] if e["s"] == "torch-dynamo-config"}
+    out["dynamo_checked"] = len(dyn)
+    import _fx_common
+    out["dynamo_default_mismatch"] = sorted(n for n, e in dyn.items()
+                                            if e.get("d") != _fx_common.default_repr(getattr(dcfg, n)) and "o" not in e)[:10]
+    with dcfg.patch(optimize_ddp="python_reducer"):
+        out["dynamo_set_optimize_ddp"] = dcfg.optimize_ddp
+    try:
+        dcfg.no_such_option_xyz = 1
+        out["dynamo_unknown_refused"] = False
+    except AttributeError:
+        out["dynamo_unknown_refused"] = True
+    inf = {e["n"]: e for e in data["entries"] if e["s"] == "deepspeed-inference-config"}
+    out["inference_checked"] = len(inf)
+    alias = inf["replace_with_kernel_inject"].get("a", [None])[0]
+    out["inference_alias_reaches_field"] = DeepSpeedInferenceConfig(**{alias: True}).replace_with_kernel_inject
+    out["inference_tp_default"] = inf["tensor_parallel"].get("d")
+    return out
+
+
 def main() -> int:
     shipped_path = Path(sys.argv[1])
     text = shipped_path.read_text(encoding="utf-8")
@@ -301,6 +329,7 @@ def main() -> int:
         report.update(torchrun_worker_env(data))
         report.update(deepspeed_checks(data))
         report.update(transformers_checks(data))
+        report.update(dynamo_and_inference_checks(data))
     print(json.dumps(report))
     return 0
 

@@ -87,6 +87,12 @@ def build(tf4_wheel: str = "", previous: dict = None) -> dict:
     unresolved["torch-env"] = un
     add("torch-env", rows, "torch", "AST scan of torch/distributed/**.py and torch/nn/parallel/**.py "
         "(Python side only; C++-side variables are not indexed)")
+    add("deepspeed-inference-config", fd.inference_config_section(), "deepspeed",
+        "pydantic model_fields of deepspeed.inference.config.DeepSpeedInferenceConfig (the keys "
+        "deepspeed.init_inference accepts as config= or keyword arguments), aliases and deprecations")
+    add("torch-dynamo-config", ft.dynamo_config_section(), "torch",
+        "torch._dynamo.config's registered options (_config): declared default and type, the declaring "
+        "line, and the environment variable a Config(env_name_default/env_name_force) reads")
     add("trainer-args", fx.trainer_section(), "transformers",
         "dataclasses.fields(TrainingArguments) with metadata choices; fsdp_config keys read by "
         "TrainingArguments.__post_init__")

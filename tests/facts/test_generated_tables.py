@@ -95,3 +95,10 @@ def test_transformers_4_to_5_diff_matches_the_installed_side(probe):
     assert probe["diff_removed_still_present"] == [] and probe["diff_new_side_wrong"] == []
     assert probe["diff_removed_sample"], "the diff lists no removed field"
     assert probe["diff_removed_not_type_error"] == []  # the note on removed fields says TypeError
+
+
+def test_dynamo_config_and_init_inference_tables_match_the_live_objects(probe):
+    assert probe["dynamo_checked"] > 100 and probe["dynamo_default_mismatch"] == []
+    assert probe["dynamo_set_optimize_ddp"] == "python_reducer" and probe["dynamo_unknown_refused"] is True
+    assert probe["inference_checked"] > 20 and probe["inference_alias_reaches_field"] is True
+

@@ -86,7 +86,7 @@ def test_list_sections_counts_match_entries():
     assert rc == 0 and {k: v["count"] for k, v in doc["sections"].items()} == counts
     assert set(counts) >= {"accelerate-launch", "accelerate-config", "accelerate-env", "accelerate-api",
                            "deepspeed-config", "deepspeed-launcher", "deepspeed-removed", "deepspeed-env", "torchrun", "torch-env",
-                           "trainer-args", "transformers-4-to-5"}
+                           "trainer-args", "transformers-4-to-5", "torch-dynamo-config", "deepspeed-inference-config"}
 
 
 def test_bad_input_exit_2_one_line(tmp_path):
