@@ -50,6 +50,14 @@ def page_hash_odd(key):
     return int(h[-1], 16) % 2 == 1, h
 
 
+SHORT_REF = re.compile(r"(?<![\w/.#-])((?:[A-Za-z0-9][\w.-]*/)?[A-Za-z][\w.-]*)#(\d{2,})\b")
+
+
+def short_ref_excluded(ex, repo, num):
+    """The reason a GitHub thread is excluded because a set file names it as repo#num, or None."""
+    return ex.get(("short", repo.split("/")[-1], num))
+
+
 def urls_in(text):
     return re.findall(r"https?://[^\s\"'<>)\]]+", text)
 
@@ -67,8 +75,12 @@ def excluded_keys():
             sorted(glob.glob(f"{REPO}/benchmarks/answer_eval/*/SPLIT.md")):
         if "/runs/" in f:
             continue
-        for u in urls_in(open(f, encoding="utf-8").read()):
+        txt = open(f, encoding="utf-8").read()
+        for u in urls_in(txt):
             add(u, f"used in {os.path.relpath(f, REPO)}")
+        for name, num in SHORT_REF.findall(txt):  # "owner/repo#123" or "repo#123" in prose
+            ex.setdefault(("short", name.lower().rsplit("/", 1)[-1], int(num)),
+                          f"named as {name}#{num} in {os.path.relpath(f, REPO)}")
     me = os.environ.get("S20_SELF")
     for f in sorted(glob.glob(f"{S20}/authors/*.yaml")) + sorted(glob.glob(f"{S20}/reviews/*.yaml")):
         if me and os.path.abspath(f) == os.path.abspath(me):

@@ -24,6 +24,8 @@ def check(url, ex):
     kind, repo, num = c20.norm_key(url)
     if (kind, repo, num) in ex:
         return False, ex[(kind, repo, num)].replace("set-20", "set-23")
+    if kind == "gh" and c20.short_ref_excluded(ex, repo, num):
+        return False, c20.short_ref_excluded(ex, repo, num)
     if kind in ("gh", "forum"):
         if num % 4 == 0:
             return False, f"number {num} is 0 mod 4: writers' side"
