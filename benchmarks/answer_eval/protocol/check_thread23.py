@@ -10,36 +10,25 @@ example: EVAL_DIR=/work/s23 S23_SELF=/work/s23/authors/K3.yaml python3 check_thr
 Exit codes: 0 all eligible; 1 at least one REJECT; 2 usage error or unreadable exclusion files (one line).
 Env S23_SELF=path/to/own/author/file excludes that file from the cross-author check.
 """
-import hashlib
 import os
 
 from _common import run
 
 if os.environ.get("S23_SELF"):
     os.environ["S20_SELF"] = os.environ["S23_SELF"]     # the set-20 exclusion reader's name for it
-import check_thread20 as c20  # noqa: E402 - reads S20_SELF at call time
+import check_thread21 as c21  # noqa: E402 - reads S20_SELF at call time
+
+
+def _not_writers_side(num):
+    return (False, f"number {num} is 0 mod 4: writers' side") if num % 4 == 0 else (True, "odd or 2 mod 4")
 
 
 def check(url, ex):
-    kind, repo, num = c20.norm_key(url)
-    if (kind, repo, num) in ex:
-        return False, ex[(kind, repo, num)].replace("set-20", "set-23")
-    if kind == "gh" and c20.short_ref_excluded(ex, repo, num):
-        return False, c20.short_ref_excluded(ex, repo, num)
-    if kind in ("gh", "forum"):
-        if num % 4 == 0:
-            return False, f"number {num} is 0 mod 4: writers' side"
-        hits = c20.cited_in_bundle(kind, repo, num, None)
-        return (False, f"cited in the bundle: {hits[:3]}") if hits else (True, f"{kind} thread {repo} {num}")
-    h = hashlib.sha1(repo.encode("utf-8")).hexdigest()
-    if h[-1] in "048c":
-        return False, f"web page key '{repo}' ends sha1 ...{h[-6:]}: 0/4/8/c, writers' side"
-    hits = c20.cited_in_bundle(kind, None, None, repo)
-    return (False, f"named in the bundle: {hits[:3]}") if hits else (True, f"web page key '{repo}' (sha1 ...{h[-6:]})")
+    return c21.split_check(url, ex, _not_writers_side, "1235679abdef", "set-23")
 
 
 def main(argv):
-    return c20.main(argv, check, "check_thread23.py")
+    return c21.c20.main(argv, check, "check_thread23.py")
 
 
 if __name__ == "__main__":
