@@ -89,6 +89,7 @@ def dynamo_config_section() -> List[Dict]:
     config module's registered entries with their declared default and type, the line that declares
     them, and the environment variable a Config(...) declaration reads, if any."""
     import ast
+    import os
 
     import torch._dynamo.config as dcfg
 
@@ -116,12 +117,15 @@ def dynamo_config_section() -> List[Dict]:
                     else f"{var} in the environment overrides any value set in code")
         if getattr(e, "deprecated", False):
             note = (note + "; " if note else "") + "deprecated"
+        default = default_repr(e.default)
+        if isinstance(e.default, str) and os.path.isabs(e.default):  # the install folder or the current directory
+            default = "computed: a path set at import"
         alias = getattr(e, "alias", None)
         if alias:  # reads and writes go to the other option; its own default is a placeholder
             note = (note + "; " if note else "") + f"alias of {alias}"
         out.append(entry("torch-dynamo-config", name, "torch._dynamo.config option",
                          type_=(e.value_type.__name__ if isinstance(e.value_type, type) else str(e.value_type).replace("typing.", "")),
-                         default=None if alias else default_repr(e.default),
+                         default=None if alias else default,
                          where_=where(DYNAMO_CONFIG, lines.get(name)), note=note,
                          env=envs.get(name, ("", ""))[1]))
     return out

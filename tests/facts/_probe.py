@@ -302,7 +302,8 @@ def dynamo_and_inference_checks(data) -> dict:
     out["dynamo_checked"] = len(dyn)
     import _fx_common
     out["dynamo_default_mismatch"] = sorted(n for n, e in dyn.items()
-                                            if e.get("d") != _fx_common.default_repr(getattr(dcfg, n)) and "o" not in e)[:10]
+                                            if e.get("d") != _fx_common.default_repr(getattr(dcfg, n)) and "o" not in e
+                                            and not e.get("d", "").startswith("computed:"))[:10]
     with dcfg.patch(optimize_ddp="python_reducer"):
         out["dynamo_set_optimize_ddp"] = dcfg.optimize_ddp
     try:
