@@ -132,6 +132,8 @@ CALLABLES = {
     "dist._make_nccl_premul_sum": dist._make_nccl_premul_sum, "t.float": None,
     # process-groups.md "Rooted collectives": their parameters (gather_list, scatter_list, group_dst, ...)
     "reduce": dist.reduce, "gather": dist.gather, "scatter": dist.scatter, "t.clone": None,
+    # fsdp2-and-dcp.md (meta init): the per-module initializer the first-forward error message names
+    "reset_parameters": torch.nn.Linear.reset_parameters,
 }
 # Namespaces whose attribute names may appear as bare identifiers.
 import torch.distributed.distributed_c10d as c10d_mod  # noqa: E402
@@ -162,7 +164,10 @@ OTHER_API = set(inspect.signature(FSDP1.__init__).parameters) | set(
     *(n for n in ("_bootstrap_store_info", "_create_tcp_store_server", "_shared_tcp_store_server")
       if n in inspect.getsource(importlib.import_module("torch.distributed.elastic.rendezvous.dynamic_rendezvous"))),
     # gloo-collectives-matrix.md's NCCL section cites ProcessGroupNCCL.cpp (C++, not in the CPU wheel) and its exception class
-    "getNcclReduceOp", "ncclAvg", "ncclMax", "TypeError"}
+    "getNcclReduceOp", "ncclAvg", "ncclMax", "TypeError",
+    # fsdp2-and-dcp.md (root resharding, CPU offload): the per-parameter class and the FSDPState flag it cites
+    # (test_fsdp2_root_reshard_offload.py reads both in the installed source), and the run's example module
+    "FSDPParam", "_auto_reshard_after_forward", "embed"}
 # ReduceOp members (gloo-collectives-matrix.md's rows)
 NAMESPACES += [dist.ReduceOp.RedOpType]
 # the modules whose private functions launch-torchrun.md and process-groups.md cite as provenance
