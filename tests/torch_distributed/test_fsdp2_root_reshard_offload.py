@@ -9,13 +9,13 @@ to_empty on CPU, buffers to the GPU).
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rank_job import run_rank_job  # noqa: E402
 
 JOB = Path(__file__).with_name("_fsdp2_root_reshard_offload_job.py")
 
@@ -23,10 +23,7 @@ JOB = Path(__file__).with_name("_fsdp2_root_reshard_offload_job.py")
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     d = tmp_path_factory.mktemp("fsdp2_root_reshard_offload")
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
-    p = subprocess.run([sys.executable, str(JOB), str(d)], env=env, capture_output=True, text=True, timeout=180)
-    out = [json.loads((d / f"rank{r}.json").read_text()) for r in range(2) if (d / f"rank{r}.json").exists()]
-    assert len(out) == 2, p.stdout[-2000:] + p.stderr[-4000:]
+    out = run_rank_job(JOB, d, 2)
     for r in out:
         assert "root_part_error" not in r and "offload_part_error" not in r, r
     return out

@@ -5,14 +5,14 @@ Backs sub-skills/torch-distributed/references/fsdp2-and-dcp.md#fsdp2-over-tp-2-d
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rank_job import run_rank_job  # noqa: E402
 
 JOB = Path(__file__).with_name("_fsdp2_tp_dcp_job.py")
 
@@ -20,10 +20,7 @@ JOB = Path(__file__).with_name("_fsdp2_tp_dcp_job.py")
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     d = tmp_path_factory.mktemp("fsdp2_tp_dcp")
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
-    p = subprocess.run([sys.executable, str(JOB), str(d)], env=env, capture_output=True, text=True, timeout=180)
-    out = [json.loads((d / f"rank{r}.json").read_text()) for r in range(4) if (d / f"rank{r}.json").exists()]
-    assert len(out) == 4, p.stdout[-2000:] + p.stderr[-4000:]
+    out = run_rank_job(JOB, d, 4)
     for r in out:
         assert "error" not in r, r
     return out
