@@ -64,6 +64,16 @@ def test_engine_default_follows_the_enabled_precision():
     assert "tensor.copy_(tensor_to_allreduce)" in red
 
 
+def test_communication_data_type_is_read_only_at_top_level():
+    import pydantic
+    from deepspeed.runtime.config import get_communication_data_type
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+    assert get_communication_data_type({"bf16": {"enabled": True, "communication_data_type": "fp32"}}) is None
+    assert get_communication_data_type({"communication_data_type": "fp32"}) == torch.float32
+    with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
+        DeepSpeedZeroConfig(stage=2, communication_data_type="fp32")
+
+
 # ---------------------------------------------------------------- s23-K4-06 stream ordering
 
 def test_average_tensor_orders_streams_without_device_synchronize():
