@@ -134,6 +134,7 @@ def test_exit_barrier_timeout_is_an_agent_argument_torchrun_does_not_expose():
     assert "--shutdown-timeout" in opts                 # a different setting: SIGTERM -> SIGKILL grace
 
 
+@pytest.mark.reproduces("torch-elastic-exit-barrier-timeout")
 def test_exit_barrier_timeout_is_logged_not_raised(caplog):
     import torch.distributed as dist
     from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
