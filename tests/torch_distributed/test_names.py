@@ -367,7 +367,7 @@ NCCL_SOURCE_NAMES = {
 # ProcessGroupNCCL (C++, not in the CPU build): names fsdp1-to-fsdp2.md cites from the header the pinned wheel
 # ships (torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp; ledger td-nccl-avoid-record-streams-*).
 PG_NCCL_HEADER = TORCH / "include" / "torch" / "csrc" / "distributed" / "c10d" / "ProcessGroupNCCL.hpp"
-PG_NCCL_HEADER_NAMES = {"TORCH_NCCL_AVOID_RECORD_STREAMS", "TensorShelf", "stashed_for_allocator_safety_"}
+PG_NCCL_HEADER_NAMES = {"TORCH_NCCL_AVOID_RECORD_STREAMS", "TensorShelf", "stashed_for_allocator_safety_", "broadcastUniqueNCCLID", "devNCCLCommMap_", "initNCCLComm"}
 
 
 def _nccl_section() -> str:
@@ -428,6 +428,38 @@ def known_identifiers() -> set[str]:
         names.add(action.dest)
     return names | OTHER_API
 
+
+
+# set-23 fix round (process-groups.md p2p and object devices, launch-torchrun.md exit barrier, dtensor.md norm,
+# fsdp1-to-fsdp2.md buffers, data-loading.md weighted sampling): each name resolved in the installed torch
+_elastic_api = importlib.import_module("torch.distributed.elastic.agent.server.api")
+_local_agent = importlib.import_module("torch.distributed.elastic.agent.server.local_elastic_agent")
+CALLABLES.update({
+    "Linear": torch.nn.Linear.__init__, "F.linear": torch.nn.functional.linear,
+    "LocalElasticAgent": _local_agent.LocalElasticAgent.__init__,
+    "_exit_barrier": _elastic_api.SimpleElasticAgent._exit_barrier,
+    "MixedPrecision": importlib.import_module("torch.distributed.fsdp").MixedPrecision,
+    "WeightedRandomSampler": torch.utils.data.WeightedRandomSampler.__init__,
+    "_NormPartial": importlib.import_module("torch.distributed.tensor._ops._math_ops")._NormPartial,
+    "_unpickler": dist.distributed_c10d._unpickler,
+    "batch_isend_irecv": dist.batch_isend_irecv, "P2POp": dist.P2POp,
+    "dist.reduce_scatter_tensor": dist.reduce_scatter_tensor, "reduce_scatter": dist.reduce_scatter,
+    "from_local": torch.distributed.tensor.DTensor.from_local,
+    "set_force_sum_reduction_for_comms": FSDPModule.set_force_sum_reduction_for_comms,
+    "num_nodes_waiting": importlib.import_module("torch.distributed.elastic.rendezvous").RendezvousHandler.num_nodes_waiting,
+    "recv_object_list": dist.recv_object_list, "is_floating_point": torch.Tensor.is_floating_point,
+    "cpu": torch.Tensor.cpu, "to": torch.nn.Module.to,
+})
+OTHER_API |= {n for n, ok in (
+    ("SimpleElasticAgent", hasattr(_elastic_api, "SimpleElasticAgent")), ("Tensor", hasattr(torch, "Tensor")),
+    ("_extra_pointwise_ops", hasattr(importlib.import_module("torch.distributed.tensor._ops._pointwise_ops"),
+                                     "_extra_pointwise_ops")),
+    ("_get_gradient_divide_factors", hasattr(importlib.import_module(
+        "torch.distributed.fsdp._fully_shard._fsdp_collectives"), "_get_gradient_divide_factors")),
+    ("float32", hasattr(torch, "float32")), ("sqrt", hasattr(torch, "sqrt")),
+    ("set_device", hasattr(torch.cuda, "set_device")),
+    ("libtorch_cpu", (TORCH / "lib" / "libtorch_cpu.so").exists() or (TORCH / "lib").is_dir())) if ok}
+OTHER_API |= {"inv_freq", "x"}   # the user-side names in fsdp1-to-fsdp2.md's rotary-buffer example
 
 ENV_RE = re.compile(r"^([A-Z][A-Z0-9]*(?:_[A-Z0-9<>]+)+)(?:=\S*)?$")
 CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$")
