@@ -32,6 +32,11 @@ CHECKED = ["deepspeed-initialize.md", "deepspeed-launcher-nodes.md", "deepspeed-
            "transformers-trainer-ddp-args.md"]
 # placeholders and values of the examples, and names of other tools, with their source
 NOT_PACKAGE_NAMES = {
+    "env_report": "the module deepspeed/env_report.py, run as python -m deepspeed.env_report (a file name, not a source token)",
+    "dpo_config": "a TRL file name, trl/trainer/dpo_config.py (TRL is not installed; cited in the Provenance)",
+    "grpo_config": "a TRL file name, trl/trainer/grpo_config.py (TRL is not installed; cited in the Provenance)",
+    "sharded_ddp": "removed from TrainingArguments in 4.35, named as gone (tests/backends_docs/test_sharded_ddp_removed.py)",
+    "--sharded_ddp": "removed from TrainingArguments in 4.35, named as gone (tests/backends_docs/test_sharded_ddp_removed.py)",
     "_ddp_params_and_buffers_to_ignore": "DDP's ignore-list attribute, torch/nn/parallel/distributed.py (outside this corpus; checked in tests/torch_distributed/test_names.py)",
     "optimize_ddp": "torch._dynamo.config field, torch/_dynamo/config.py (outside this corpus; checked in tests/torch_distributed/test_names.py)",
     "modules_to_save": "a PEFT name (PEFT is not installed; huggingface/peft#899)",

@@ -33,6 +33,7 @@ OURS = {
     "transformer_layer_cls_to_warp": "the misspelling the page warns is accepted silently",
     "modules_to_save": "a PEFT option (PEFT is not installed); the DDP mechanism is run in ddp.md's tests",
     "original_module": "the PEFT wrapper's copy of a modules_to_save module (PEFT is not installed)",
+    "sharded_ddp": "removed in transformers 4.35 (not an argument of 5.25.0): the runtime page shows its TypeError",
     "total_batched_samples": "4.27-4.46 Trainer counter, read from the 4.27.0 wheel (ledger trainer-427-total-batched-samples)",
 }
 

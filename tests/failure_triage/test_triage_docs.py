@@ -33,6 +33,7 @@ TRANSFORMERS_NAMES = {
     "ddp_timeout": ("training_args.py", "ddp_timeout: int"),
     "predict_with_generate": ("training_args_seq2seq.py", "predict_with_generate: bool"),
     "synced_gpus": ("generation/utils.py", 'generation_mode_kwargs["synced_gpus"]'),
+    "_update_model_kwargs_for_generation": ("generation/utils.py", "def _update_model_kwargs_for_generation("),
     "is_deepspeed_zero3_enabled": ("integrations/deepspeed.py", "def is_deepspeed_zero3_enabled("),
     "low_cpu_mem_usage": ("modeling_utils.py", '"low_cpu_mem_usage"'),
     "gradient_checkpointing": ("training_args.py", '("gradient_checkpointing", "activation_checkpointing")'),  # alias
@@ -82,6 +83,15 @@ OTHER_SOURCE_NAMES = {
     # PEFT (not installed): PeftModel / AutoPeftModel.from_pretrained(..., is_trainable: bool = False) loads an
     # adapter frozen for inference (peft v0.20.0 src/peft/auto.py, peft_model.py); numerics.md GradScaler section
     "is_trainable": "peft PeftModel.from_pretrained signature (not installed)",
+    # multi-node.md rows of set-23 (s23-K7-04/05): NCCL's IB variables and debug subsystems (cited upstream
+    # in tests/audit/claims/torch-distributed.yaml), gloo's interface variable (read by libtorch_cpu.so's
+    # ProcessGroupGloo, run in tests/torch_distributed/test_behaviour.py b38/b39), Ray's job options (ray 2.60.0 wheel)
+    "NCCL_DEBUG_SUBSYS": "NCCL src/debug.cc (ncclDebugInit)",
+    "NCCL_IB_GID_INDEX": "NCCL src/transport/net_ib/connect.cc ncclIbGetGidIndex",
+    "NCCL_IB_TC": "NCCL src/transport/net_ib/connect.cc NCCL_PARAM(IbTc, \"IB_TC\", -1)",
+    "GLOO_SOCKET_IFNAME": "libtorch_cpu.so ProcessGroupGloo (C++), run by tests/torch_distributed/test_behaviour.py",
+    "runtime_env": "ray 2.60.0 wheel ray/runtime_env/runtime_env.py (not installed)",
+    "--runtime-env-json": "ray 2.60.0 wheel ray/dashboard/modules/job/cli.py (not installed)",
 }
 # Flight-recorder names that live in torch's C++ sources, not in its Python files, with where they
 # were read (pytorch/pytorch torch/csrc/distributed/c10d/). "cpu": the 2.13.0 CPU library contains

@@ -234,6 +234,12 @@ LIGHTNING_NAMES = {"Trainer": "pytorch_lightning Trainer (num_nodes, devices)", 
                    "SLURMEnvironment": "lightning/fabric/plugins/environments/slurm.py",
                    "NODE_RANK": "LightningEnvironment.node_rank (1.5.0)"}
 EXTERNAL.update({"--container-env": "srun with pyxis", "--container-image": "srun with pyxis"})
+# containers-and-networking.md, "IB/RoCE: which HCA" and "Workers started by Ray" (set-23 s23-K7-04/05): Ray's job
+# options and runtime_env keys (ray 2.60.0 wheel, not installed; upstream citation td-cn-ray-runtime-env-env-vars),
+# vLLM's GroupCoordinator.cpu_group (not installed), nccl-tests' binary, ibstat, HCA names from NCCL's guide
+EXTERNAL.update({"--runtime-env": "ray job submit", "--runtime-env-json": "ray job submit", "--address": "ray start / ray job submit"})
+RAY_AND_FABRIC_NAMES = {"ray", "init", "runtime_env", "env_vars", "GroupCoordinator", "cpu_group", "all_reduce_perf",
+                        "ibstat", "mlx5_1", "mlx5_10", "mlx5_19", "os", "environ"}
 SCHEDULER_NAMES = {"PYTHONUNBUFFERED", "elasticPolicy", "numNodes", "numProcPerNode", "nprocPerNode", "nProcPerNode",
                    "replicas", "setPodEnv"}
 
@@ -426,7 +432,7 @@ def known_identifiers() -> set[str]:
         names |= set(dir(ns))
     for action in get_args_parser()._actions:
         names.add(action.dest)
-    return names | OTHER_API
+    return names | OTHER_API | RAY_AND_FABRIC_NAMES
 
 
 
