@@ -22,14 +22,8 @@ import torch.nn.functional as F
 WORLD = 2
 
 
-def cap(fn):
-    t0 = time.monotonic()
-    try:
-        out = {"ok": fn()}
-    except Exception as e:  # noqa: BLE001 - the error is the result
-        out = {"error": {"type": type(e).__name__, "msg": str(e).splitlines()[0][:300]}}
-    out["seconds"] = round(time.monotonic() - t0, 3)
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _rooted_collectives_job import cap  # noqa: E402 - run one call, record its result or error and seconds
 
 
 def object_devices(rank):
