@@ -87,25 +87,26 @@ def root_part(res):
     res["after_backward_none"] = registered(m)
 
 
-def offload_part(res):
-    policy = CPUOffloadPolicy(pin_memory=False)
-    try:
-        torch.manual_seed(0)
-        with torch.device("meta"):
-            m = Encoder()
-        for b in m.blocks:
-            fully_shard(b, offload_policy=policy)
-        fully_shard(m, offload_policy=policy)
-        m(torch.ones(2, 8))
-        res["meta_no_materialize"] = "ok"
-    except Exception as e:  # noqa: BLE001
-        res["meta_no_materialize"] = f"{type(e).__name__}: {e}"[:300]
+def meta_encoder_offloaded(policy):
+    """Encoder built on the meta device, each block and the root sharded with the offload policy."""
     torch.manual_seed(0)
     with torch.device("meta"):
         m = Encoder()
     for b in m.blocks:
         fully_shard(b, offload_policy=policy)
     fully_shard(m, offload_policy=policy)
+    return m
+
+
+def offload_part(res):
+    policy = CPUOffloadPolicy(pin_memory=False)
+    try:
+        m = meta_encoder_offloaded(policy)
+        m(torch.ones(2, 8))
+        res["meta_no_materialize"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        res["meta_no_materialize"] = f"{type(e).__name__}: {e}"[:300]
+    m = meta_encoder_offloaded(policy)
     m.to_empty(device="cpu")
     for mod in m.modules():
         if isinstance(mod, nn.Linear):

@@ -22,3 +22,9 @@ def run_rank_job(job: Path, outdir: Path, world: int, timeout: int = 180) -> lis
            if (outdir / f"rank{r}.json").exists()]
     assert len(out) == world, p.stdout[-2000:] + p.stderr[-4000:]
     return out
+
+
+def ok(res):
+    """The value a job's cap() recorded for one call; fails the test with the recorded error otherwise."""
+    assert "ok" in res, res
+    return res["ok"]

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import logging
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -29,20 +27,15 @@ import pytest
 import torch
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _rank_job import ok, run_rank_job  # noqa: E402
+
 WORLD = 2
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fx23_w3")
-    subprocess.run([sys.executable, str(HERE / "_fx23_w3_job.py"), str(out)],
-                   check=True, timeout=240, capture_output=True)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)]
-
-
-def ok(res):
-    assert "ok" in res, res
-    return res["ok"]
+    return run_rank_job(HERE / "_fx23_w3_job.py", tmp_path_factory.mktemp("fx23_w3"), WORLD, timeout=240)
 
 
 def test_object_collectives_rebuild_tensors_on_the_pickled_device(job):

@@ -7,28 +7,21 @@ recognisable by its digits (110 = ranks 1 and 2, 111 = all three).
 """
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _rank_job import ok, run_rank_job  # noqa: E402
+
 WORLD = 3
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rooted_collectives")
-    subprocess.run([sys.executable, str(HERE / "_rooted_collectives_job.py"), str(out)],
-                   check=True, timeout=240, capture_output=True)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)]
-
-
-def ok(res):
-    assert "ok" in res, res
-    return res["ok"]
+    return run_rank_job(HERE / "_rooted_collectives_job.py", tmp_path_factory.mktemp("rooted_collectives"), WORLD, timeout=240)
 
 
 def test_gloo_reduce_defines_only_dst_and_leaves_partial_sums_elsewhere(job):
